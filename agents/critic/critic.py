@@ -1,0 +1,86 @@
+"""The Critic: the only agent that can accept a result.
+
+It reads evidence assembled from the store, runs the gates in order and returns a judgement.
+It never proposes candidates, and nothing it is handed comes from the candidate's process except
+raw samples and correctness records, which it re-derives statistics from itself.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from .gates import GATES, CriticConfig, Evidence, GateLog
+from .guard import check_source
+from .stats import SampleStats, summarize
+
+
+@dataclass
+class Judgement:
+    decision: str  # accept | reject | remeasure | fail
+    diagnosis: str
+    reason: str
+    final_state: str | None  # accepted | rejected | failed | None (remeasure)
+    gates: list[dict] = field(default_factory=list)
+    stats: dict = field(default_factory=dict)
+    remeasure_purpose: str | None = None
+    speedup: float | None = None
+    value: float | None = None
+    noise_floor: float | None = None
+
+
+_FINAL = {"accept": "accepted", "reject": "rejected", "fail": "failed", "remeasure": None}
+
+
+class HeuristicCritic:
+    name = "critic"
+
+    def __init__(self, config: CriticConfig):
+        self.config = config
+
+    def static_check(self, source: str, allowed_modules: frozenset[str] = frozenset()) -> Judgement | None:
+        """Gate 1 (static guard). ``None`` means the candidate may run."""
+        findings = check_source(source, allowed_modules)
+        if not findings:
+            return None
+        first = findings[0]
+        reason = "; ".join(f"line {f.line}: {f.reason}" for f in findings[:5])
+        decision = "fail" if first.code == "compile_error" else "reject"
+        return Judgement(decision, first.code, reason, _FINAL[decision],
+                         gates=[{"gate": "guard", "passed": False, "reason": reason}])
+
+    def judge(self, ev: Evidence, baseline_samples: list[float], candidate_samples: list[float]) -> Judgement:
+        log = GateLog()
+        log.add("guard", True, "static guard passed before execution")
+        st: SampleStats | None = None
+        if ev.status == "ok" and baseline_samples and candidate_samples:
+            st = summarize(baseline_samples, candidate_samples, self.config.resamples,
+                           self.config.confidence, self.config.seed)
+        for name, gate in GATES:
+            if st is None and name not in ("ran",):
+                if ev.status == "ok":  # ran but produced no samples: cannot be judged
+                    log.add(name, False, "no timing samples")
+                    return Judgement("fail", "harness_error", "measurement returned no timing samples",
+                                     "failed", log.entries)
+            outcome = gate(ev, st, self.config)
+            if outcome is None:
+                log.add(name, True, "passed")
+                continue
+            log.add(name, False, outcome.reason)
+            return Judgement(outcome.decision, outcome.diagnosis, outcome.reason, _FINAL[outcome.decision],
+                             gates=log.entries, stats=st.to_dict() if st else {},
+                             remeasure_purpose=outcome.purpose,
+                             speedup=st.speedup if st else None)
+        assert st is not None
+        if ev.is_root:
+            noise = max(st.ci_high - 1.0, 1.0 - st.ci_low, 0.0)
+            reason = (f"baseline {st.baseline_median_s * 1e3:.3f} ms; A/A speedup {st.speedup:.3f}x "
+                      f"[{st.ci_low:.3f}, {st.ci_high:.3f}] sets the noise floor at {noise:.1%}")
+            return Judgement("accept", "baseline", reason, "accepted", log.entries, st.to_dict(),
+                             speedup=1.0, value=0.0, noise_floor=noise)
+        speedup = st.speedup if ev.previous_speedup is None else min(st.speedup, ev.previous_speedup)
+        confirmed = "" if ev.previous_speedup is None else f"; confirmed ({ev.previous_speedup:.3f}x before), kept the lower"
+        reason = (f"{st.speedup:.3f}x faster than the reference [{st.ci_low:.3f}, {st.ci_high:.3f}] "
+                  f"at {self.config.confidence:.0%}, Mann-Whitney p={st.mw_p:.2g}{confirmed}")
+        return Judgement("accept", "improved", reason, "accepted", log.entries, st.to_dict(),
+                         speedup=speedup, value=math.log(speedup))

@@ -1,0 +1,85 @@
+"""Offline kernel Specialist: applies skill-declared moves to a parent's ModelNew source.
+
+Deterministic for a seed: candidates are ordered by adjusted prior, ties broken by a seeded
+shuffle. Transforms are pure functions of the source, so their results are cached by
+(source sha, move id) and each is computed once per process.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+from arbor.agents.priors import OutcomeIndex
+from arbor.agents.skills import MoveSpec
+from arbor.agents.transforms import apply_move
+from arbor.search_tree.records import NodeRecord
+from arbor.search_tree.store import artifact_sha
+
+
+@dataclass(frozen=True)
+class Proposal:
+    source: str
+    move_id: str
+    family: str | None
+    hypothesis: str
+    prior: float
+    predicted_gain: float | None
+
+
+@dataclass(frozen=True)
+class Option:
+    move: MoveSpec
+    source: str
+    prior: float
+
+
+class HeuristicKernelSpecialist:
+    name = "kernel-heuristic"
+
+    def __init__(self, moves: list[MoveSpec], seed: int = 0):
+        self.moves = list(moves)
+        self.seed = seed
+        self._cache: dict[tuple[str, str], str | None] = {}
+
+    def _apply(self, parent_sha: str, parent_source: str, move: MoveSpec) -> str | None:
+        key = (parent_sha, move.id)
+        if key not in self._cache:
+            try:
+                self._cache[key] = apply_move(parent_source, move.transform, move.params)
+            except Exception:  # a transform that cannot handle this source is simply not applicable
+                self._cache[key] = None
+        return self._cache[key]
+
+    def options(self, parent: NodeRecord, parent_source: str, children: list[NodeRecord],
+                known_shas: set[str], outcomes: OutcomeIndex) -> list[Option]:
+        """Untried moves at ``parent`` with their adjusted priors, best first."""
+        tried = {c.move_id for c in children}
+        out = []
+        for move in self.moves:
+            if move.id in tried:
+                continue
+            new = self._apply(parent.artifact_sha, parent_source, move)
+            if new is None or artifact_sha(new) in known_shas:
+                continue
+            prior = outcomes.adjust(move.id, move.family, move.prior, parent.id)
+            if prior > 0:
+                out.append(Option(move, new, prior))
+        rng = random.Random(f"{self.seed}:{parent.id}")
+        rng.shuffle(out)
+        out.sort(key=lambda o: -o.prior)  # stable: equal priors keep the seeded order
+        return out
+
+    def propose(self, parent: NodeRecord, options: list[Option], k: int = 1) -> list[Proposal]:
+        proposals = []
+        for opt in options[:k]:
+            what = opt.move.description or opt.move.transform
+            proposals.append(Proposal(
+                source=opt.source,
+                move_id=opt.move.id,
+                family=opt.move.family,
+                hypothesis=f"{opt.move.id} on node {parent.id}: {what}",
+                prior=opt.prior,
+                predicted_gain=opt.prior,
+            ))
+        return proposals

@@ -1,0 +1,3 @@
+from arbor.cli import main
+
+main()

@@ -1,0 +1,154 @@
+"""Setting up, resuming and summarising a campaign: the glue between the spec, the store,
+the agents and the sandbox. The loop itself lives in ``loop.py``; this module only decides
+what to hand it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from arbor.agents.critic.critic import HeuristicCritic
+from arbor.agents.critic.gates import CriticConfig
+from arbor.agents.orchestrator import HeuristicOrchestrator
+from arbor.agents.skills import kernel_moves, load_skills
+from arbor.agents.specialists.kernel_heuristic import HeuristicKernelSpecialist
+from arbor.agents.transforms import to_modelnew
+from arbor.sandbox.problem import load_problem
+from arbor.sandbox.runner import make_runner
+from arbor.search_tree.policies import make_policy
+from arbor.search_tree.store import Store, open_store
+
+from .context import Context
+from .loop import run_loop
+from .spec import CampaignSpec
+from .steps import best_node
+
+STALE_LEASE_S = 60.0
+
+
+@dataclass
+class Summary:
+    campaign: str
+    status: str
+    stop_reason: str | None
+    baseline_s: float | None
+    best_s: float | None
+    speedup: float | None
+    ci: tuple[float, float] | None
+    best_node: int | None
+    counts: dict[str, int]
+    measurements: int
+    elapsed_s: float
+    best_path: str | None
+
+    def to_dict(self) -> dict:
+        d = dict(self.__dict__)
+        d["ci"] = list(self.ci) if self.ci else None
+        return d
+
+
+def build_context(spec: CampaignSpec, store: Store, report: Callable[[str, dict], None]) -> Context:
+    problem = load_problem(spec.problem_path())
+    campaign = store.get_or_create_campaign(spec.name, "kernel", spec.model_dump(mode="json"))
+    skills = load_skills(spec.skill_dirs())
+    specialist = HeuristicKernelSpecialist(kernel_moves(skills, spec.target.device), seed=spec.agents.seed)
+    c = spec.critic
+    critic = HeuristicCritic(CriticConfig(max_cv=c.max_cv, confidence=c.confidence,
+                                          resamples=c.bootstrap_resamples, min_speedup=c.min_speedup,
+                                          max_remeasures=c.max_remeasures, seed=spec.agents.seed))
+    policy = make_policy(spec.agents.policy, spec.agents.exploration)
+    orchestrator = HeuristicOrchestrator(policy, specialist, seed=spec.agents.seed)
+    runner = make_runner(spec.sandbox.kind)
+    ctx = Context(spec=spec, store=store, campaign=campaign, problem=problem, runner=runner,
+                  critic=critic, orchestrator=orchestrator, specialist=specialist, report=report)
+    for ev in store.events(campaign.id, limit=100_000):
+        if ev.kind == "baseline":
+            ctx.noise_floor = float(ev.payload.get("noise_floor", 0.0))
+    return ctx
+
+
+def ensure_root(ctx: Context) -> None:
+    if ctx.campaign.root_node_id is not None:
+        return
+    source = to_modelnew(ctx.problem.source)
+    sha = ctx.store.put_artifact(source, "kernel_source")
+    node = ctx.store.find_node(ctx.cid, sha) or ctx.store.add_node(
+        ctx.cid, sha, "baseline", hypothesis="the reference implementation (A/A: sets the noise floor)")
+    ctx.campaign = ctx.store.update_campaign(ctx.cid, root_node_id=node.id)
+    ctx.store.append_event(ctx.cid, "campaign_created", {"problem": str(ctx.problem.path)}, agent="loop")
+
+
+def run_campaign(spec: CampaignSpec, report: Callable[[str, dict], None], store: Store | None = None) -> Summary:
+    own_store = store is None
+    store = store or open_store(spec.store_url())
+    try:
+        ctx = build_context(spec, store, report)
+        requeued = store.requeue_orphans(ctx.cid, STALE_LEASE_S)
+        if requeued:
+            report("requeued", {"nodes": requeued})
+        ensure_root(ctx)
+        store.update_campaign(ctx.cid, status="running")
+        store.append_event(ctx.cid, "run_started", {"owner": ctx.owner, "requeued": requeued}, agent="loop")
+        steps_done = max((n.step for n in store.nodes(ctx.cid)), default=0) + 1
+        try:
+            reason = run_loop(ctx, spec.runs_dir() / "checkpoints.sqlite", steps_done)
+        except KeyboardInterrupt:
+            ctx.flush_elapsed()
+            store.update_campaign(ctx.cid, status="interrupted", stop_reason="interrupted by the user")
+            store.append_event(ctx.cid, "run_interrupted", {}, agent="loop")
+            raise
+        finally:
+            ctx.runner.close()
+        ctx.flush_elapsed()
+        store.update_campaign(ctx.cid, status="finished", stop_reason=reason)
+        store.append_event(ctx.cid, "run_finished", {"stop_reason": reason}, agent="loop")
+        return summarize(store, spec.name, write_best_to=spec.runs_dir())
+    finally:
+        if own_store:
+            store.close()
+
+
+def summarize(store: Store, name: str, write_best_to: Path | None = None) -> Summary:
+    camp = store.get_campaign(name)
+    nodes = store.nodes(camp.id)
+    root = next((n for n in nodes if n.id == camp.root_node_id), None)
+    best = best_node(nodes)
+    baseline_s = best_s = None
+    ci = None
+    if root is not None:
+        ms = [m for m in store.measurements(root.id) if m.status == "ok"]
+        if ms:
+            import statistics
+
+            baseline_s = statistics.median(ms[-1].baseline_samples)
+    if best is not None and best.parent_id is not None:
+        stats = _accepted_stats(store, best.id)
+        if stats:
+            best_s = stats.get("candidate_median_s")
+            ci = (stats.get("ci_low"), stats.get("ci_high"))
+    elif best is not None:
+        best_s = baseline_s
+    path = None
+    if best is not None and write_best_to is not None:
+        write_best_to.mkdir(parents=True, exist_ok=True)
+        out = write_best_to / "best_modelnew.py"
+        out.write_text(store.get_artifact(best.artifact_sha))
+        path = str(out)
+    return Summary(
+        campaign=name, status=camp.status, stop_reason=camp.stop_reason, baseline_s=baseline_s,
+        best_s=best_s, speedup=math.exp(best.value) if best and best.value is not None else None,
+        ci=ci, best_node=best.id if best else None, counts=store.count_by_state(camp.id),
+        measurements=store.measurement_count(camp.id), elapsed_s=camp.elapsed_s, best_path=path,
+    )
+
+
+def _accepted_stats(store: Store, node_id: int) -> dict | None:
+    for v in reversed(store.verdicts(node_id)):
+        if v.decision == "accept":
+            for g in v.gates:
+                if "stats" in g:
+                    return g["stats"]
+    return None

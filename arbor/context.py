@@ -1,0 +1,59 @@
+"""Everything one campaign process holds while it runs.
+
+Graph state stays tiny (ids and counters); the heavy collaborators live here and are closed
+over by the graph's step functions, so LangGraph checkpoints never grow with the tree.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Callable
+
+from arbor.agents.critic.critic import HeuristicCritic
+from arbor.agents.orchestrator import HeuristicOrchestrator
+from arbor.agents.specialists.kernel_heuristic import HeuristicKernelSpecialist
+from arbor.sandbox.problem import Problem
+from arbor.sandbox.runner import Runner
+from arbor.search_tree.records import CampaignRecord
+from arbor.search_tree.store import Store
+from arbor.spec import CampaignSpec
+
+
+@dataclass
+class Context:
+    spec: CampaignSpec
+    store: Store
+    campaign: CampaignRecord
+    problem: Problem
+    runner: Runner
+    critic: HeuristicCritic
+    orchestrator: HeuristicOrchestrator
+    specialist: HeuristicKernelSpecialist
+    report: Callable[[str, dict], None]
+    owner: str = field(default_factory=lambda: f"{os.getpid()}-{uuid.uuid4().hex[:12]}")
+    started: float = field(default_factory=time.monotonic)
+    last_mark: float = field(default_factory=time.monotonic)
+    heartbeat_s: float = 5.0
+    noise_floor: float = 0.0  # from the baseline's A/A measurement (restored from events on resume)
+    selection: object | None = None  # the orchestrator's pick, handed from select to propose
+    _sources: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def cid(self) -> int:
+        return self.campaign.id
+
+    def source(self, sha: str) -> str:
+        """Artifacts are immutable, so a per-process cache is always correct."""
+        if sha not in self._sources:
+            self._sources[sha] = self.store.get_artifact(sha)
+        return self._sources[sha]
+
+    def flush_elapsed(self) -> float:
+        """Persist wall time as we go: a kill -9 loses at most one step of it."""
+        now = time.monotonic()
+        total = self.store.add_elapsed(self.cid, now - self.last_mark)
+        self.last_mark = now
+        return total

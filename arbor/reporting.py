@@ -1,0 +1,110 @@
+"""Terminal output for the CLI: progress lines while a campaign runs, and rich tables for the
+read commands. Presentation only; data comes from ``history`` and ``campaign``."""
+
+from __future__ import annotations
+
+import time
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+STATE_STYLE = {"accepted": "green", "rejected": "yellow", "failed": "red", "pruned": "dim",
+               "queued": "cyan", "running": "cyan", "measured": "cyan", "proposed": "cyan"}
+
+
+def _ms(s: float | None) -> str:
+    return "—" if s is None else f"{s * 1e3:.3f} ms"
+
+
+class Reporter:
+    """Receives (kind, payload) from the loop; one line per verdict unless quiet."""
+
+    def __init__(self, console: Console, quiet: bool = False):
+        self.console = console
+        self.quiet = quiet
+        self.t0 = time.monotonic()
+
+    def __call__(self, kind: str, data: dict) -> None:
+        if self.quiet:
+            return
+        t = f"[dim]{time.monotonic() - self.t0:6.1f}s[/]"
+        if kind == "measuring":
+            n = data["node"]
+            what = "baseline (A/A)" if n.parent_id is None else (n.move_id or "candidate")
+            extra = "" if data["purpose"] == "primary" else f" [{data['purpose']}]"
+            self.console.print(f"{t} measuring node {n.id}: {what}{extra}", markup=True)
+        elif kind == "verdict":
+            n, j = data["node"], data["judgement"]
+            style = {"accept": "green", "reject": "yellow", "fail": "red"}.get(j.decision, "cyan")
+            self.console.print(f"{t}   [{style}]{j.decision:9s}[/] {j.diagnosis:14s} {j.reason}", markup=True)
+        elif kind == "new_best":
+            n = data["node"]
+            self.console.print(f"{t} [bold green]new best[/]: node {n.id} {n.speedup:.3f}x", markup=True)
+        elif kind == "requeued":
+            self.console.print(f"{t} re-queued node(s) {data['nodes']} left running by a dead process",
+                               markup=True)
+
+
+def print_summary(console: Console, s) -> None:
+    console.rule(f"campaign {s.campaign}")
+    console.print(f"stop reason   {s.stop_reason}")
+    console.print(f"baseline      {_ms(s.baseline_s)}")
+    console.print(f"best          {_ms(s.best_s)}  (node {s.best_node})")
+    if s.speedup is not None:
+        ci = f"  95% CI [{s.ci[0]:.3f}, {s.ci[1]:.3f}]" if s.ci and s.ci[0] is not None else ""
+        console.print(f"speedup       {s.speedup:.3f}x{ci}  (Critic-verified)")
+    counts = ", ".join(f"{k} {v}" for k, v in sorted(s.counts.items()))
+    console.print(f"nodes         {sum(s.counts.values())}: {counts}")
+    console.print(f"measurements  {s.measurements}   wall time {s.elapsed_s:.0f} s")
+    if s.best_path:
+        console.print(f"best artifact {s.best_path}")
+
+
+def history_table(rows: list[dict], name: str) -> Table:
+    t = Table(title=f"{name}: {len(rows)} nodes")
+    for col in ("id", "parent", "state", "move", "speedup", "diagnosis", "reason"):
+        t.add_column(col, overflow="fold")
+    for r in rows:
+        t.add_row(str(r["id"]), str(r["parent"] or "—"), Text(r["state"], style=STATE_STYLE.get(r["state"], "")),
+                  r["move"] or "(baseline)", f"{r['speedup']:.3f}x" if r["speedup"] else "—",
+                  r["diagnosis"] or "", (r["reason"] or "")[:90])
+    return t
+
+
+def print_tree(console: Console, lines) -> None:
+    for depth, n, on_path in lines:
+        star = "★ " if on_path else "  "
+        label = n.move_id or "baseline"
+        sp = f" {n.speedup:.3f}x" if n.speedup else ""
+        diag = f" ({n.diagnosis})" if n.diagnosis and n.state != "accepted" else ""
+        line = Text("  " * depth + star + f"[{n.id}] {label}")
+        line.append(f" {n.state}", style=STATE_STYLE.get(n.state, ""))
+        line.append(sp + diag)
+        console.print(line)
+
+
+def print_node(console: Console, d: dict) -> None:
+    n = d["node"]
+    console.rule(f"node {n['id']} — {n['state']}")
+    console.print(f"hypothesis: {d['hypothesis']}")
+    if n["speedup"]:
+        console.print(f"speedup: {n['speedup']:.3f}x")
+    for v in d["verdicts"]:
+        console.print(f"verdict: {v['decision']} / {v['diagnosis']}: {v['reason']}")
+    for m in d["measurements"]:
+        b, c = m["baseline_samples"] or [], m["candidate_samples"] or []
+        console.print(f"measurement #{m['attempt']} ({m['purpose']}, {m['status']}"
+                      f"{', ' + m['error_class'] if m['error_class'] else ''}): "
+                      f"{len(b)} baseline / {len(c)} candidate samples, {m['duration_s']:.1f} s")
+    console.rule("diff against parent" if d["diff"] else "source")
+    console.print(Text(d["diff"] or d["source"]))
+
+
+def query_table(cols: list[str], rows: list[tuple]) -> Table:
+    t = Table()
+    for c in cols:
+        t.add_column(c, overflow="fold")
+    for r in rows:
+        t.add_row(*("NULL" if v is None else str(v) for v in r))
+    return t

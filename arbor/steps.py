@@ -1,0 +1,223 @@
+"""The six steps of a campaign (DESIGN §3) as plain functions of (Context, state).
+
+Each step reads what it needs from the store and commits what it did before returning, so the
+graph can be killed between any two of them. Steps are idempotent with respect to the store:
+a resumed campaign re-enters at ``select``, which first drains nodes left half-way
+(proposed → guard, queued → measure, measured → critique) before expanding anything new.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from typing import TypedDict
+
+from arbor.agents.critic.gates import Evidence
+from arbor.agents.critic.critic import Judgement
+from arbor.sandbox.kernel_protocol import KernelRequest, measure_kernel
+from arbor.search_tree.records import NodeRecord
+from arbor.search_tree.store import DuplicateArtifact
+
+from .context import Context
+from .stopping import stop_reason
+
+
+class LoopState(TypedDict, total=False):
+    campaign_id: int
+    step: int
+    parent_id: int | None
+    node_ids: list[int]
+    stop_reason: str | None
+
+
+PENDING = ("proposed", "queued", "running", "measured")
+
+
+def best_node(nodes: list[NodeRecord]) -> NodeRecord | None:
+    accepted = [n for n in nodes if n.state == "accepted" and n.value is not None]
+    return max(accepted, key=lambda n: (n.value, -n.id)) if accepted else None
+
+
+# --- select ----------------------------------------------------------------------------
+def select(ctx: Context, state: LoopState) -> LoopState:
+    nodes = ctx.store.nodes(ctx.cid)
+    pending = [n.id for n in nodes if n.state in PENDING]
+    if pending:  # finish what a previous step (or a dead process) left half-way
+        return {"parent_id": None, "node_ids": pending, "stop_reason": None}
+    best = best_node(nodes)
+    elapsed = ctx.flush_elapsed()
+    evals = ctx.store.measurement_count(ctx.cid, distinct_candidates=True)
+    reason = stop_reason(ctx.spec.budget, nodes, evals, elapsed, math.exp(best.value) if best else 1.0)
+    if reason is None:
+        sel = ctx.orchestrator.select(nodes, ctx.source, state.get("step", 0))
+        if sel is None:
+            reason = "exhausted: no untried move left on any accepted node"
+        else:
+            ctx.store.append_event(ctx.cid, "select", {"parent": sel.parent.id, "why": sel.score_note},
+                                   agent=ctx.orchestrator.name)
+            ctx.selection = sel  # handed to propose within this process only
+            return {"parent_id": sel.parent.id, "node_ids": [], "stop_reason": None}
+    return {"parent_id": None, "node_ids": [], "stop_reason": reason}
+
+
+# --- propose ---------------------------------------------------------------------------
+def propose(ctx: Context, state: LoopState) -> LoopState:
+    if state.get("node_ids"):
+        return {}
+    sel = ctx.selection
+    if sel is None or sel.parent.id != state.get("parent_id"):
+        return {"node_ids": []}
+    ctx.selection = None
+    ids = []
+    for prop in ctx.specialist.propose(sel.parent, sel.options, ctx.spec.agents.proposals_per_step):
+        sha = ctx.store.put_artifact(prop.source, "kernel_source")
+        try:
+            node = ctx.store.add_node(ctx.cid, sha, ctx.specialist.name, parent_id=sel.parent.id,
+                                      move_id=prop.move_id, family=prop.family, hypothesis=prop.hypothesis,
+                                      prior=prop.prior, predicted_gain=prop.predicted_gain,
+                                      step=state.get("step", 0))
+        except DuplicateArtifact:
+            continue
+        ctx.store.append_event(ctx.cid, "propose", {"move": prop.move_id, "prior": prop.prior},
+                               node_id=node.id, agent=ctx.specialist.name)
+        ids.append(node.id)
+    return {"node_ids": ids}
+
+
+# --- guard -----------------------------------------------------------------------------
+def guard(ctx: Context, state: LoopState) -> LoopState:
+    for nid in state.get("node_ids", []):
+        node = ctx.store.get_node(nid)
+        if node.state != "proposed":
+            continue
+        verdict = None if node.parent_id is None else ctx.critic.static_check(ctx.source(node.artifact_sha))
+        if verdict is None:
+            ctx.store.transition(nid, "queued")
+        else:
+            _finish(ctx, node, verdict, measurement_id=None)
+    return {}
+
+
+# --- measure ---------------------------------------------------------------------------
+def _request(ctx: Context, candidate_source: str) -> KernelRequest:
+    t, m = ctx.spec.target, ctx.spec.measurement
+    atol, rtol = t.tolerances()
+    return KernelRequest(
+        problem_source=ctx.problem.source, candidate_source=candidate_source, seeds=list(m.seeds),
+        atol=atol, rtol=rtol, sizes=dict(t.sizes), size_scale=t.size_scale, dtype=t.dtype,
+        device=t.device, warmup_s=m.warmup_s, min_repeats=m.min_repeats, max_repeats=m.max_repeats,
+        time_budget_s=m.time_budget_s, min_sample_s=m.min_sample_s, num_threads=t.num_threads,
+        timeout_s=ctx.spec.sandbox.timeout_s,
+        memory_bytes=int(ctx.spec.sandbox.memory_gb * (1 << 30)) if ctx.spec.sandbox.memory_gb else None,
+    )
+
+
+def _next_purpose(ctx: Context, nid: int) -> str:
+    verdicts = ctx.store.verdicts(nid)
+    if verdicts and verdicts[-1].decision == "remeasure":
+        return "confirm" if verdicts[-1].diagnosis == "confirm" else "remeasure"
+    return "primary"
+
+
+def measure(ctx: Context, state: LoopState) -> LoopState:
+    for nid in state.get("node_ids", []):
+        node = ctx.store.get_node(nid)
+        if node.state != "queued":
+            continue
+        attempt = len(ctx.store.measurements(nid)) + 1
+        purpose = _next_purpose(ctx, nid)
+        ctx.store.start_running(nid, ctx.owner)
+        ctx.report("measuring", {"node": node, "attempt": attempt, "purpose": purpose})
+        stop = threading.Event()
+        beat = threading.Thread(target=_heartbeat, args=(ctx, stop), daemon=True)
+        beat.start()
+        try:
+            result = measure_kernel(ctx.runner, _request(ctx, ctx.source(node.artifact_sha)))
+        finally:
+            stop.set()
+            beat.join()
+        ctx.store.record_measurement(nid, attempt, purpose, result.to_dict(), ctx.runner.name)
+    return {}
+
+
+def _heartbeat(ctx: Context, stop: threading.Event) -> None:
+    while not stop.wait(ctx.heartbeat_s):
+        try:
+            ctx.store.heartbeat(ctx.owner)
+        except Exception:  # a missed beat only makes the lease look stale sooner
+            pass
+
+
+# --- critique --------------------------------------------------------------------------
+def _evidence(ctx: Context, node: NodeRecord, nodes_by_id: dict[int, NodeRecord]) -> tuple[Evidence, object]:
+    ms = ctx.store.measurements(node.id)
+    last = ms[-1]
+    verdicts = ctx.store.verdicts(node.id)
+    parent = nodes_by_id.get(node.parent_id) if node.parent_id else None
+    best = best_node(list(nodes_by_id.values()))
+    confirming = last.purpose == "confirm"
+    prev = None
+    if confirming:
+        passed = [v for v in verdicts if v.diagnosis == "confirm" and v.measurement_id is not None]
+        prev_m = next((m for m in ms if passed and m.id == passed[-1].measurement_id), None)
+        prev = (prev_m.stats or {}).get("speedup") if prev_m else None
+    ev = Evidence(
+        is_root=node.parent_id is None, attempt=last.attempt, purpose=last.purpose, status=last.status,
+        error_class=last.error_class, error_text=last.error_text, correctness=last.correctness or [],
+        parent_speedup=(parent.speedup or 1.0) if parent else 1.0,
+        best_speedup=math.exp(best.value) if best and best.value is not None else 1.0,
+        noise_floor=ctx.noise_floor,
+        remeasures_done=sum(1 for v in verdicts if v.decision == "remeasure" and v.diagnosis == "unstable"),
+        previous_speedup=prev,
+    )
+    return ev, last
+
+
+def critique(ctx: Context, state: LoopState) -> LoopState:
+    nodes = ctx.store.nodes(ctx.cid)
+    by_id = {n.id: n for n in nodes}
+    for nid in state.get("node_ids", []):
+        node = by_id.get(nid) or ctx.store.get_node(nid)
+        if node.state != "measured":
+            continue
+        ev, m = _evidence(ctx, node, by_id)
+        j = ctx.critic.judge(ev, m.baseline_samples or [], m.candidate_samples or [])
+        _finish(ctx, node, j, measurement_id=m.id)
+        by_id[nid] = ctx.store.get_node(nid)
+    return {}
+
+
+def _finish(ctx: Context, node: NodeRecord, j: Judgement, measurement_id: int | None) -> None:
+    gates = j.gates + ([{"stats": j.stats}] if j.stats else [])
+    if j.final_state is None:  # remeasure: back to the queue with the verdict saying why
+        ctx.store.record_verdict(node.id, measurement_id, j.decision, j.diagnosis, j.reason, gates,
+                                 agent=ctx.critic.name)
+        ctx.store.transition(node.id, "queued")
+    else:
+        fields = {}
+        if j.final_state == "accepted":
+            fields = {"value": j.value, "speedup": j.speedup}
+        reason = j.reason if measurement_id is not None else f"[guard] {j.reason}"
+        ctx.store.record_verdict(node.id, measurement_id, j.decision, j.diagnosis, reason, gates,
+                                 agent=ctx.critic.name, final_state=j.final_state, **fields)
+        if node.parent_id is None and j.noise_floor is not None:
+            ctx.noise_floor = j.noise_floor
+            ctx.store.append_event(ctx.cid, "baseline", {"noise_floor": j.noise_floor, "stats": j.stats},
+                                   node_id=node.id, agent=ctx.critic.name)
+    ctx.report("verdict", {"node": ctx.store.get_node(node.id), "judgement": j})
+
+
+def requeued(ctx: Context, state: LoopState) -> bool:
+    return any(ctx.store.get_node(n).state == "queued" for n in state.get("node_ids", []))
+
+
+# --- update ----------------------------------------------------------------------------
+def update(ctx: Context, state: LoopState) -> LoopState:
+    ctx.flush_elapsed()
+    nodes = ctx.store.nodes(ctx.cid)
+    best = best_node(nodes)
+    if best is not None and best.id in state.get("node_ids", []) and best.parent_id is not None:
+        ctx.store.append_event(ctx.cid, "new_best", {"node": best.id, "speedup": best.speedup},
+                               node_id=best.id, agent="loop")
+        ctx.report("new_best", {"node": best})
+    return {"step": state.get("step", 0) + 1, "node_ids": [], "parent_id": None}

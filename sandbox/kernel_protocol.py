@@ -1,0 +1,224 @@
+"""Kernel measurement protocol: ship problem + candidate + harness into a runner, parse the verdict.
+
+The heavy lifting (correctness, interleaved timing) happens in ``harness/kernel_harness.py`` inside
+the sandboxed child; this module only builds the job and turns *every* way the child can end
+(clean result, partial result, killed, timed out, garbage) into one ``KernelMeasurement`` with a
+diagnosis class the Critic and the tree understand. It never raises for a bad candidate.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import secrets
+import signal
+import sys
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+
+from arbor.sandbox.runner import Job, JobResult, Runner
+
+__all__ = ["KernelRequest", "KernelMeasurement", "measure_kernel", "HARNESS_PATH", "ERROR_CLASSES"]
+
+HARNESS_PATH = Path(__file__).parent / "harness" / "kernel_harness.py"
+CHECKS_PATH = HARNESS_PATH.with_name("kernel_checks.py")
+ERROR_CLASSES = ("compile_error", "runtime_error", "timeout", "oom", "incorrect", "harness_error")
+_HARNESS_NAME = "kernel_harness.py"
+_TEXT_LIMIT = 4000
+
+
+@dataclass
+class KernelRequest:
+    """Everything one measurement needs; sources travel by value so a job is self-contained."""
+
+    problem_source: str
+    candidate_source: str
+    seeds: list[int] = field(default_factory=lambda: [0, 1, 2])
+    atol: float = 1e-4
+    rtol: float = 1e-4
+    sizes: dict[str, int] = field(default_factory=dict)
+    size_scale: float | None = None
+    dtype: str | None = None
+    device: str = "cpu"
+    warmup_s: float = 0.3
+    min_repeats: int = 10
+    max_repeats: int = 200
+    time_budget_s: float = 2.0
+    min_sample_s: float = 2e-3
+    num_threads: int | None = None
+    mode: str = "ab"
+    timeout_s: float = 120.0
+    memory_bytes: int | None = 8 << 30
+
+
+@dataclass
+class KernelMeasurement:
+    """Raw outcome of one measurement. Statistics are computed by the caller from the samples."""
+
+    status: str
+    error_class: str | None
+    error_text: str | None
+    correctness: list[dict]
+    baseline_samples: list[float]
+    candidate_samples: list[float]
+    inner: int
+    fingerprint: dict
+    duration_s: float
+    phase_times: dict
+    input_shapes: list | None = None
+    warnings: list[str] = field(default_factory=list)
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> KernelMeasurement:
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in names})
+
+
+def _tail(text: str, limit: int = _TEXT_LIMIT) -> str:
+    return text if len(text) <= limit else "..." + text[-(limit - 3):]
+
+
+def _request_json(req: KernelRequest, nonce: str) -> str:
+    body = {k: v for k, v in asdict(req).items() if k not in ("problem_source", "candidate_source")}
+    body.update(problem_file="problem.py", candidate_file="candidate.py", nonce=nonce)
+    return json.dumps(body)
+
+
+def build_job(req: KernelRequest, nonce: str) -> Job:
+    """The job for one measurement. The harness ships as a file, so Docker runners need no mount."""
+    if req.mode not in ("ab", "aa"):
+        raise ValueError(f"unknown mode {req.mode!r}: use 'ab' (reference vs candidate) or 'aa'")
+    cuda = req.device.startswith("cuda")
+    return Job(
+        argv=[sys.executable, "-I", "-B", _HARNESS_NAME, "request.json"],
+        files={
+            _HARNESS_NAME: HARNESS_PATH.read_text(encoding="utf-8"),
+            CHECKS_PATH.name: CHECKS_PATH.read_text(encoding="utf-8"),
+            "problem.py": req.problem_source,
+            "candidate.py": req.candidate_source,
+            "request.json": _request_json(req, nonce),
+        },
+        timeout_s=req.timeout_s,
+        collect=["result.json"],
+        # A CUDA context reserves far more virtual address space than it uses: RLIMIT_AS would
+        # make every GPU run fail, so GPU memory is bounded by the device (and Docker) instead.
+        memory_bytes=None if cuda else req.memory_bytes,
+    )
+
+
+def _parse(res: JobResult, nonce: str) -> dict | None:
+    raw = res.outputs.get("result.json")
+    if raw is None:
+        return None
+    try:
+        data = json.loads(raw)
+    except (ValueError, UnicodeDecodeError):
+        return None
+    # A result without our nonce was not written by the harness (e.g. forged by the candidate).
+    if not isinstance(data, dict) or data.get("nonce") != nonce:
+        return None
+    return data
+
+
+def _died_how(res: JobResult) -> str:
+    if res.signal is not None:
+        try:
+            return f"killed by {signal.Signals(res.signal).name}"
+        except ValueError:
+            return f"killed by signal {res.signal}"
+    return f"exited with code {res.returncode}"
+
+
+def _classify_death(res: JobResult, req: KernelRequest, partial: dict | None) -> tuple[str, str]:
+    """Why a child ended without a finished result.json, from its exit and its last checkpoint."""
+    phase = partial.get("phase") if partial else None
+    where = f" during phase '{phase}'" if phase else " before the harness started"
+    stderr = _tail(res.stderr_tail.strip())
+    how = _died_how(res)
+    if res.timed_out:
+        return "timeout", f"exceeded the time limit of {req.timeout_s:g} s{where}; process killed"
+    memory_limited = req.memory_bytes is not None and not req.device.startswith("cuda")
+    if (res.signal == signal.SIGKILL and memory_limited) or "MemoryError" in stderr:
+        return "oom", f"out of memory{where} ({how})\n{stderr}".rstrip()
+    if partial is None and "result.json" in res.outputs:
+        # The harness writes result.json atomically and always with our nonce: this one is forged.
+        return "runtime_error", ("result.json was not written by the harness (overwritten by the "
+                                 f"candidate?); the process {how}")
+    if phase == "candidate_import":
+        return "compile_error", f"the process {how} while importing the candidate\n{stderr}".rstrip()
+    if phase not in (None, "import"):
+        # The harness was running candidate code when the process vanished (segfault, os._exit).
+        return "runtime_error", f"the process {how}{where} without a result\n{stderr}".rstrip()
+    return "harness_error", f"the harness {how}{where} without a result\n{stderr}".rstrip()
+
+
+def _from_result(data: dict, res: JobResult) -> KernelMeasurement:
+    extra = {k: data.get(k) for k in ("phase", "recheck", "sizes_applied")}
+    extra.update(returncode=res.returncode, stderr_tail=_tail(res.stderr_tail))
+    return KernelMeasurement(
+        status=data.get("status", "error"),
+        error_class=data.get("error_class"),
+        error_text=data.get("error_text"),
+        correctness=list(data.get("correctness") or []),
+        baseline_samples=[float(x) for x in data.get("baseline_samples") or []],
+        candidate_samples=[float(x) for x in data.get("candidate_samples") or []],
+        inner=int(data.get("inner") or 0),
+        fingerprint=dict(data.get("fingerprint") or {}),
+        duration_s=res.duration_s,
+        phase_times=dict(data.get("phase_times") or {}),
+        input_shapes=data.get("input_shapes"),
+        warnings=list(data.get("warnings") or []),
+        extra=extra,
+    )
+
+
+def _error(error_class: str, text: str) -> KernelMeasurement:
+    return KernelMeasurement("error", error_class, _tail(text), [], [], [], 0, {}, 0.0, {})
+
+
+def precheck_candidate(source: str) -> KernelMeasurement | None:
+    """Reject candidates that cannot possibly work without paying for a sandbox start (~seconds).
+
+    Parsing never executes code. The ModelNew test is a plain substring search, so a candidate
+    that builds ModelNew dynamically still goes to the harness, which has the final word.
+    """
+    try:
+        ast.parse(source, filename="candidate.py")
+    except SyntaxError as e:
+        return _error("compile_error", f"candidate.py line {e.lineno}: SyntaxError: {e.msg}\n"
+                      f"{(e.text or '').rstrip()}")
+    except (ValueError, RecursionError, MemoryError) as e:
+        return _error("compile_error", f"candidate.py cannot be parsed: {type(e).__name__}: {e}")
+    if "ModelNew" not in source:
+        return _error("compile_error", "the candidate defines no `class ModelNew` (a KernelBench "
+                      "solution must define ModelNew with Model's constructor)")
+    return None
+
+
+def measure_kernel(runner: Runner, req: KernelRequest) -> KernelMeasurement:
+    """Measure one candidate against its reference. Failures come back as data, never raised."""
+    if req.mode != "aa":
+        rejected = precheck_candidate(req.candidate_source)
+        if rejected is not None:
+            return rejected
+    nonce = secrets.token_hex(16)
+    res = runner.run(build_job(req, nonce))
+    data = _parse(res, nonce)
+    if data is not None and data.get("status") in ("ok", "error") and not res.timed_out:
+        m = _from_result(data, res)
+        if m.status == "error" and m.error_class not in ERROR_CLASSES:
+            m.error_class = "harness_error"
+        return m
+    error_class, text = _classify_death(res, req, data)
+    m = _from_result(data or {}, res)
+    m.status, m.error_class, m.error_text = "error", error_class, _tail(text)
+    m.baseline_samples, m.candidate_samples = [], []
+    return m

@@ -1,0 +1,39 @@
+"""Apply alembic migrations automatically, on the store's own connection.
+
+Users never run ``alembic upgrade`` by hand: opening a store brings its schema to head (and
+does nothing, cheaply, when it already is).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy.engine import Engine
+
+MIGRATIONS = Path(__file__).parent / "migrations"
+
+
+def _config() -> Config:
+    cfg = Config()
+    cfg.set_main_option("script_location", str(MIGRATIONS))
+    return cfg
+
+
+def head_revision() -> str:
+    return ScriptDirectory.from_config(_config()).get_current_head()
+
+
+def upgrade(engine: Engine) -> None:
+    head = head_revision()
+    with engine.connect() as conn:
+        current = MigrationContext.configure(conn).get_current_revision()
+    if current == head:
+        return
+    with engine.begin() as conn:
+        cfg = _config()
+        cfg.attributes["connection"] = conn
+        command.upgrade(cfg, "head")

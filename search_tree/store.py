@@ -1,0 +1,151 @@
+"""The storage contract (as Optuna's BaseStorage): the loop, the CLI and the dashboard talk to
+this interface only, so a PostgreSQL-backed store for many workers is a drop-in.
+
+Composite operations (``record_measurement``, ``record_verdict``) are single transactions: a
+crash between "measured" and "judged" can never leave half a result behind.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from abc import ABC, abstractmethod
+from typing import Any, Iterable
+
+from .records import (
+    CampaignRecord,
+    EventRecord,
+    MeasurementRecord,
+    NodeRecord,
+    VerdictRecord,
+)
+
+
+class StoreError(RuntimeError):
+    """A store problem a user can act on (one line: what and how to fix)."""
+
+
+class DuplicateArtifact(StoreError):
+    """The campaign already has a node for this exact artifact: it is never measured twice."""
+
+    def __init__(self, node_id: int):
+        super().__init__(f"artifact already present as node {node_id}")
+        self.node_id = node_id
+
+
+class IllegalTransition(StoreError):
+    pass
+
+
+def artifact_sha(content: str) -> str:
+    return hashlib.sha256(content.encode("utf-8")).hexdigest()
+
+
+class Store(ABC):
+    # --- campaigns ---------------------------------------------------------------------
+    @abstractmethod
+    def get_or_create_campaign(self, name: str, kind: str, spec: dict) -> CampaignRecord: ...
+
+    @abstractmethod
+    def get_campaign(self, name: str | None = None, campaign_id: int | None = None) -> CampaignRecord | None: ...
+
+    @abstractmethod
+    def list_campaigns(self) -> list[CampaignRecord]: ...
+
+    @abstractmethod
+    def update_campaign(self, campaign_id: int, **fields: Any) -> CampaignRecord: ...
+
+    @abstractmethod
+    def add_elapsed(self, campaign_id: int, seconds: float) -> float: ...
+
+    # --- artifacts ---------------------------------------------------------------------
+    @abstractmethod
+    def put_artifact(self, content: str, kind: str) -> str: ...
+
+    @abstractmethod
+    def get_artifact(self, sha: str) -> str: ...
+
+    # --- nodes -------------------------------------------------------------------------
+    @abstractmethod
+    def add_node(self, campaign_id: int, artifact_sha: str, specialist: str, *,
+                 parent_id: int | None = None, move_id: str | None = None,
+                 family: str | None = None, hypothesis: str = "", prior: float = 1.0,
+                 predicted_gain: float | None = None, step: int = 0,
+                 state: str = "proposed") -> NodeRecord: ...
+
+    @abstractmethod
+    def get_node(self, node_id: int) -> NodeRecord | None: ...
+
+    @abstractmethod
+    def find_node(self, campaign_id: int, artifact_sha: str) -> NodeRecord | None: ...
+
+    @abstractmethod
+    def nodes(self, campaign_id: int, states: Iterable[str] | None = None) -> list[NodeRecord]: ...
+
+    @abstractmethod
+    def transition(self, node_id: int, to_state: str, **fields: Any) -> NodeRecord: ...
+
+    @abstractmethod
+    def count_by_state(self, campaign_id: int) -> dict[str, int]: ...
+
+    # --- leases ------------------------------------------------------------------------
+    @abstractmethod
+    def start_running(self, node_id: int, owner: str) -> NodeRecord:
+        """queued -> running and take the node's lease, atomically."""
+
+    @abstractmethod
+    def heartbeat(self, owner: str) -> int: ...
+
+    @abstractmethod
+    def requeue_orphans(self, campaign_id: int, stale_after_s: float) -> list[int]:
+        """Running nodes whose owner died (dead pid on this host, or a stale heartbeat) go
+        back to queued; returns their ids."""
+
+    # --- measurements and verdicts -----------------------------------------------------
+    @abstractmethod
+    def record_measurement(self, node_id: int, attempt: int, purpose: str, data: dict,
+                           runner: str) -> MeasurementRecord:
+        """Insert one measurement series; the first one also moves running -> measured and
+        drops the lease. Unique on (node, attempt): a series is never recorded twice."""
+
+    @abstractmethod
+    def measurements(self, node_id: int) -> list[MeasurementRecord]: ...
+
+    @abstractmethod
+    def measurement_count(self, campaign_id: int, distinct_candidates: bool = False) -> int:
+        """All measurement series, or (distinct_candidates) non-root nodes measured at least once."""
+
+    @abstractmethod
+    def record_verdict(self, node_id: int, measurement_id: int | None, decision: str,
+                       diagnosis: str, reason: str, gates: list, agent: str = "critic",
+                       final_state: str | None = None, **node_fields: Any) -> VerdictRecord:
+        """Store the verdict and, with ``final_state``, finish the node in the same transaction."""
+
+    @abstractmethod
+    def verdicts(self, node_id: int) -> list[VerdictRecord]: ...
+
+    @abstractmethod
+    def recent_verdicts(self, campaign_id: int, limit: int = 20) -> list[VerdictRecord]: ...
+
+    # --- events ------------------------------------------------------------------------
+    @abstractmethod
+    def append_event(self, campaign_id: int, kind: str, payload: dict | None = None, *,
+                     node_id: int | None = None, agent: str | None = None,
+                     prompt_tokens: int = 0, completion_tokens: int = 0,
+                     cost_usd: float = 0.0) -> int: ...
+
+    @abstractmethod
+    def events(self, campaign_id: int, after_id: int = 0, limit: int = 1000) -> list[EventRecord]: ...
+
+    # --- ad-hoc SQL --------------------------------------------------------------------
+    @abstractmethod
+    def read_only_query(self, sql: str, limit: int = 10_000) -> tuple[list[str], list[tuple]]: ...
+
+    def close(self) -> None:  # pragma: no cover - trivial default
+        pass
+
+
+def open_store(url: str) -> Store:
+    """Open (and migrate) the store at a SQLAlchemy URL."""
+    from .sql_store import SqlStore
+
+    return SqlStore(url)

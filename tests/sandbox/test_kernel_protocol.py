@@ -1,0 +1,155 @@
+"""Kernel protocol end to end: each test spawns the real harness (about 3 s each: torch import)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from arbor.sandbox.kernel_protocol import (
+    KernelMeasurement,
+    KernelRequest,
+    build_job,
+    measure_kernel,
+)
+from arbor.sandbox.runner import LocalRunner
+
+DATA = Path(__file__).parent / "data"
+PROBLEM = (DATA / "gelu_problem.py").read_text()
+GOOD = (DATA / "gelu_candidate.py").read_text()
+FAST = dict(time_budget_s=0.3, warmup_s=0.05, min_repeats=5, num_threads=1, timeout_s=60)
+
+
+def _candidate(forward_body: str, header: str = "") -> str:
+    return (f"import torch\nimport torch.nn as nn\n{header}\n\n"
+            "class ModelNew(nn.Module):\n"
+            "    def __init__(self):\n        super().__init__()\n\n"
+            f"    def forward(self, x):\n        {forward_body}\n")
+
+
+def measure(candidate: str, **kw) -> KernelMeasurement:
+    return measure_kernel(LocalRunner(), KernelRequest(PROBLEM, candidate, **{**FAST, **kw}))
+
+
+def test_correct_candidate_is_timed():
+    m = measure(GOOD)
+    assert m.status == "ok", m.error_text
+    assert m.error_class is None
+    assert len(m.correctness) == 3 and all(c["ok"] for c in m.correctness)
+    assert [c["seed"] for c in m.correctness] == [0, 1, 2]
+    assert all(c["max_abs_err"] < 1e-4 for c in m.correctness)
+    assert len(m.baseline_samples) >= 5 and len(m.candidate_samples) >= 5
+    assert len(m.baseline_samples) == len(m.candidate_samples)
+    assert all(0 < s < 1 for s in m.baseline_samples + m.candidate_samples)
+    assert m.inner >= 1
+    assert m.input_shapes == [[32, 256]]
+    assert m.fingerprint["num_threads"] == 1 and m.fingerprint["torch"]
+    assert set(m.phase_times) >= {"import", "correctness", "timing"}
+    assert m.extra["recheck"]["ok"]
+    assert KernelMeasurement.from_dict(m.to_dict()) == m
+
+
+def test_incorrect_candidate_is_not_timed():
+    m = measure(_candidate("return torch.nn.functional.gelu(x) * 1.01"))
+    assert (m.status, m.error_class) == ("error", "incorrect")
+    assert m.baseline_samples == [] and m.candidate_samples == []
+    assert len(m.correctness) == 3 and not any(c["ok"] for c in m.correctness)
+    assert "seed 0" in m.error_text
+
+
+def test_wrong_shape_is_incorrect_and_nan_is_incorrect():
+    m = measure(_candidate("return x[:, :3] if x.sum() > 0 else x * float('nan')"))
+    assert m.error_class == "incorrect"
+    reasons = " ".join(c["reason"] for c in m.correctness)
+    assert "shape" in reasons or "NaN" in reasons
+
+
+def test_syntax_error_is_compile_error():
+    m = measure(_candidate("return x +"))
+    assert (m.status, m.error_class) == ("error", "compile_error")
+    assert "SyntaxError" in m.error_text
+
+
+def test_missing_modelnew_is_compile_error_without_sandbox():
+    m = measure("import torch\nclass Model2(torch.nn.Module):\n    pass\n")
+    assert m.error_class == "compile_error" and "ModelNew" in m.error_text
+
+
+def test_missing_modelnew_found_by_harness():
+    # Mentions ModelNew (so the fast pre-check lets it through) but never defines it.
+    m = measure("import torch\n# TODO: write ModelNew\nimport math\n")
+    assert m.error_class == "compile_error" and "ModelNew" in m.error_text
+    assert m.duration_s > 0  # it really ran in the sandbox
+
+
+def test_runtime_error_is_classified():
+    m = measure(_candidate("raise RuntimeError('boom in forward')"))
+    assert m.error_class == "runtime_error" and "boom in forward" in m.error_text
+
+
+def test_infinite_loop_times_out():
+    t0 = time.monotonic()
+    m = measure(_candidate("while True:\n            pass"), timeout_s=6)
+    assert (m.status, m.error_class) == ("error", "timeout")
+    assert time.monotonic() - t0 < 6 + 5
+    assert "time limit of 6 s during phase" in m.error_text  # the last checkpoint says where
+
+
+def test_output_corrupted_after_warmup_is_caught_by_recheck():
+    body = ("self.calls += 1\n        y = torch.nn.functional.gelu(x, approximate='tanh')\n"
+            "        return y if self.calls <= 3 else y * 0")
+    src = _candidate(body).replace("super().__init__()", "super().__init__()\n        self.calls = 0")
+    m = measure(src)
+    assert m.error_class == "incorrect" and "after timing" in m.error_text
+    assert all(c["ok"] for c in m.correctness) and m.candidate_samples == []
+
+
+def test_os_exit_is_runtime_error():
+    m = measure(_candidate("import os; os._exit(0)"))
+    assert m.error_class == "runtime_error"
+
+
+def test_forged_result_is_rejected():
+    forge = ("import json, os\n        json.dump({'status': 'ok', 'baseline_samples': [1.0], "
+             "'candidate_samples': [1e-9]}, open('result.json', 'w'))\n        os._exit(0)")
+    m = measure(_candidate(forge))
+    assert (m.status, m.error_class) == ("error", "runtime_error")
+    assert "not written by the harness" in m.error_text and m.candidate_samples == []
+
+
+def test_memory_error_is_oom():
+    m = measure(_candidate("return torch.empty(1 << 34, dtype=torch.uint8)"),
+                memory_bytes=3 << 30)
+    assert m.error_class == "oom", m.error_text
+
+
+def test_size_overrides_and_scale():
+    m = measure(GOOD, sizes={"batch_size": 4}, size_scale=0.25, max_repeats=3, min_repeats=3)
+    assert m.status == "ok", m.error_text
+    assert m.input_shapes == [[4, 64]]  # batch_size overridden, dim 256 * 0.25
+    assert m.extra["sizes_applied"] == {"batch_size": 4, "dim": 64}
+    assert len(m.candidate_samples) == 3
+
+
+def test_unknown_size_name_is_reported():
+    m = measure(GOOD, sizes={"dimm": 8})
+    assert m.error_class == "harness_error" and "dimm" in m.error_text
+
+
+def test_aa_mode_times_reference_against_itself():
+    m = measure("", mode="aa")
+    assert m.status == "ok", m.error_text
+    assert all(c["ok"] and c["max_abs_err"] == 0 for c in m.correctness)
+    assert len(m.baseline_samples) >= 5
+
+
+def test_job_is_self_contained():
+    job = build_job(KernelRequest(PROBLEM, GOOD), nonce="n")
+    assert set(job.files) == {"kernel_harness.py", "kernel_checks.py", "problem.py", "candidate.py",
+                              "request.json"}
+    assert job.argv[1:] == ["-I", "-B", "kernel_harness.py", "request.json"]
+    assert job.memory_bytes == 8 << 30
+    assert build_job(KernelRequest(PROBLEM, GOOD, device="cuda"), "n").memory_bytes is None
+    with pytest.raises(ValueError, match="mode"):
+        build_job(KernelRequest(PROBLEM, GOOD, mode="ba"), "n")
