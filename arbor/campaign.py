@@ -10,20 +10,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from arbor.agents.critic.critic import HeuristicCritic
-from arbor.agents.critic.gates import CriticConfig
-from arbor.agents.orchestrator import HeuristicOrchestrator
-from arbor.agents.skills import kernel_moves, load_skills
-from arbor.agents.specialists.kernel_heuristic import HeuristicKernelSpecialist
-from arbor.agents.transforms import to_modelnew
-from arbor.sandbox.problem import load_problem
+from arbor.agents.skills import load_skills
 from arbor.sandbox.runner import make_runner
-from arbor.search_tree.policies import make_policy
 from arbor.search_tree.store import Store, open_store
 
+from .agent_setup import build_agents
 from .context import Context
 from .loop import run_loop
 from .spec import CampaignSpec
+from .targets import make_adapter
 from .steps import best_node
 
 STALE_LEASE_S = 60.0
@@ -51,19 +46,14 @@ class Summary:
 
 
 def build_context(spec: CampaignSpec, store: Store, report: Callable[[str, dict], None]) -> Context:
-    problem = load_problem(spec.problem_path())
-    campaign = store.get_or_create_campaign(spec.name, "kernel", spec.model_dump(mode="json"))
-    skills = load_skills(spec.skill_dirs())
-    specialist = HeuristicKernelSpecialist(kernel_moves(skills, spec.target.device), seed=spec.agents.seed)
-    c = spec.critic
-    critic = HeuristicCritic(CriticConfig(max_cv=c.max_cv, confidence=c.confidence,
-                                          resamples=c.bootstrap_resamples, min_speedup=c.min_speedup,
-                                          max_remeasures=c.max_remeasures, seed=spec.agents.seed))
-    policy = make_policy(spec.agents.policy, spec.agents.exploration)
-    orchestrator = HeuristicOrchestrator(policy, specialist, seed=spec.agents.seed)
+    target = make_adapter(spec)
+    target.validate()
+    campaign = store.get_or_create_campaign(spec.name, target.kind, spec.model_dump(mode="json"))
+    agents = build_agents(spec, target, load_skills(spec.skill_dirs()))
     runner = make_runner(spec.sandbox.kind)
-    ctx = Context(spec=spec, store=store, campaign=campaign, problem=problem, runner=runner,
-                  critic=critic, orchestrator=orchestrator, specialist=specialist, report=report)
+    ctx = Context(spec=spec, store=store, campaign=campaign, target=target, runner=runner,
+                  critic=agents.critic, orchestrator=agents.orchestrator, specialist=agents.specialist,
+                  report=report)
     for ev in store.events(campaign.id, limit=100_000):
         if ev.kind == "baseline":
             ctx.noise_floor = float(ev.payload.get("noise_floor", 0.0))
@@ -73,12 +63,12 @@ def build_context(spec: CampaignSpec, store: Store, report: Callable[[str, dict]
 def ensure_root(ctx: Context) -> None:
     if ctx.campaign.root_node_id is not None:
         return
-    source = to_modelnew(ctx.problem.source)
-    sha = ctx.store.put_artifact(source, "kernel_source")
+    source = ctx.target.root_source()
+    sha = ctx.store.put_artifact(source, ctx.target.artifact_kind)
     node = ctx.store.find_node(ctx.cid, sha) or ctx.store.add_node(
         ctx.cid, sha, "baseline", hypothesis="the reference implementation (A/A: sets the noise floor)")
     ctx.campaign = ctx.store.update_campaign(ctx.cid, root_node_id=node.id)
-    ctx.store.append_event(ctx.cid, "campaign_created", {"problem": str(ctx.problem.path)}, agent="loop")
+    ctx.store.append_event(ctx.cid, "campaign_created", {"target": ctx.target.describe()}, agent="loop")
 
 
 def run_campaign(spec: CampaignSpec, report: Callable[[str, dict], None], store: Store | None = None) -> Summary:

@@ -15,11 +15,12 @@ from typing import Callable
 from arbor.agents.critic.critic import HeuristicCritic
 from arbor.agents.orchestrator import HeuristicOrchestrator
 from arbor.agents.specialists.kernel_heuristic import HeuristicKernelSpecialist
-from arbor.sandbox.problem import Problem
 from arbor.sandbox.runner import Runner
 from arbor.search_tree.records import CampaignRecord
 from arbor.search_tree.store import Store
 from arbor.spec import CampaignSpec
+
+from .targets import TargetAdapter
 
 
 @dataclass
@@ -27,7 +28,7 @@ class Context:
     spec: CampaignSpec
     store: Store
     campaign: CampaignRecord
-    problem: Problem
+    target: TargetAdapter
     runner: Runner
     critic: HeuristicCritic
     orchestrator: HeuristicOrchestrator

@@ -14,7 +14,6 @@ from typing import TypedDict
 
 from arbor.agents.critic.gates import Evidence
 from arbor.agents.critic.critic import Judgement
-from arbor.sandbox.kernel_protocol import KernelRequest, measure_kernel
 from arbor.search_tree.records import NodeRecord
 from arbor.search_tree.store import DuplicateArtifact
 
@@ -70,7 +69,7 @@ def propose(ctx: Context, state: LoopState) -> LoopState:
     ctx.selection = None
     ids = []
     for prop in ctx.specialist.propose(sel.parent, sel.options, ctx.spec.agents.proposals_per_step):
-        sha = ctx.store.put_artifact(prop.source, "kernel_source")
+        sha = ctx.store.put_artifact(prop.source, ctx.target.artifact_kind)
         try:
             node = ctx.store.add_node(ctx.cid, sha, ctx.specialist.name, parent_id=sel.parent.id,
                                       move_id=prop.move_id, family=prop.family, hypothesis=prop.hypothesis,
@@ -90,7 +89,7 @@ def guard(ctx: Context, state: LoopState) -> LoopState:
         node = ctx.store.get_node(nid)
         if node.state != "proposed":
             continue
-        verdict = None if node.parent_id is None else ctx.critic.static_check(ctx.source(node.artifact_sha))
+        verdict = None if node.parent_id is None else ctx.target.static_check(ctx.critic, ctx.source(node.artifact_sha))
         if verdict is None:
             ctx.store.transition(nid, "queued")
         else:
@@ -99,19 +98,6 @@ def guard(ctx: Context, state: LoopState) -> LoopState:
 
 
 # --- measure ---------------------------------------------------------------------------
-def _request(ctx: Context, candidate_source: str) -> KernelRequest:
-    t, m = ctx.spec.target, ctx.spec.measurement
-    atol, rtol = t.tolerances()
-    return KernelRequest(
-        problem_source=ctx.problem.source, candidate_source=candidate_source, seeds=list(m.seeds),
-        atol=atol, rtol=rtol, sizes=dict(t.sizes), size_scale=t.size_scale, dtype=t.dtype,
-        device=t.device, warmup_s=m.warmup_s, min_repeats=m.min_repeats, max_repeats=m.max_repeats,
-        time_budget_s=m.time_budget_s, min_sample_s=m.min_sample_s, num_threads=t.num_threads,
-        timeout_s=ctx.spec.sandbox.timeout_s,
-        memory_bytes=int(ctx.spec.sandbox.memory_gb * (1 << 30)) if ctx.spec.sandbox.memory_gb else None,
-    )
-
-
 def _next_purpose(ctx: Context, nid: int) -> str:
     verdicts = ctx.store.verdicts(nid)
     if verdicts and verdicts[-1].decision == "remeasure":
@@ -132,11 +118,11 @@ def measure(ctx: Context, state: LoopState) -> LoopState:
         beat = threading.Thread(target=_heartbeat, args=(ctx, stop), daemon=True)
         beat.start()
         try:
-            result = measure_kernel(ctx.runner, _request(ctx, ctx.source(node.artifact_sha)))
+            result = ctx.target.measure(ctx.runner, ctx.source(node.artifact_sha))
         finally:
             stop.set()
             beat.join()
-        ctx.store.record_measurement(nid, attempt, purpose, result.to_dict(), ctx.runner.name)
+        ctx.store.record_measurement(nid, attempt, purpose, result, ctx.runner.name)
     return {}
 
 
@@ -181,7 +167,7 @@ def critique(ctx: Context, state: LoopState) -> LoopState:
         if node.state != "measured":
             continue
         ev, m = _evidence(ctx, node, by_id)
-        j = ctx.critic.judge(ev, m.baseline_samples or [], m.candidate_samples or [])
+        j = ctx.target.judge(ctx.critic, ev, m)
         _finish(ctx, node, j, measurement_id=m.id)
         by_id[nid] = ctx.store.get_node(nid)
     return {}

@@ -1,0 +1,55 @@
+"""Kernel targets: KernelBench problems measured by the sandbox's kernel protocol."""
+
+from __future__ import annotations
+
+from functools import cached_property
+
+from arbor.agents.critic.critic import Judgement
+from arbor.agents.critic.gates import Evidence
+from arbor.agents.skills import MoveSpec, SkillSpec, kernel_moves
+from arbor.agents.transforms import to_modelnew
+from arbor.sandbox.kernel_protocol import KernelRequest, measure_kernel
+from arbor.sandbox.problem import Problem, load_problem
+from arbor.sandbox.runner import Runner
+from arbor.search_tree.records import MeasurementRecord
+
+from .base import TargetAdapter
+
+
+class KernelAdapter(TargetAdapter):
+    kind = "kernel"
+    artifact_kind = "kernel_source"
+
+    @cached_property
+    def problem(self) -> Problem:
+        return load_problem(self.spec.problem_path())
+
+    def validate(self) -> None:
+        self.problem  # noqa: B018 - loading validates (one-line ProblemError)
+
+    def root_source(self) -> str:
+        return to_modelnew(self.problem.source)
+
+    def moves(self, skills: list[SkillSpec]) -> list[MoveSpec]:
+        return kernel_moves(skills, self.spec.target.device)
+
+    def request(self, candidate_source: str) -> KernelRequest:
+        t, m, sb = self.spec.target, self.spec.measurement, self.spec.sandbox
+        atol, rtol = t.tolerances()
+        return KernelRequest(
+            problem_source=self.problem.source, candidate_source=candidate_source, seeds=list(m.seeds),
+            atol=atol, rtol=rtol, sizes=dict(t.sizes), size_scale=t.size_scale, dtype=t.dtype,
+            device=t.device, warmup_s=m.warmup_s, min_repeats=m.min_repeats, max_repeats=m.max_repeats,
+            time_budget_s=m.time_budget_s, min_sample_s=m.min_sample_s, num_threads=t.num_threads,
+            timeout_s=sb.timeout_s,
+            memory_bytes=int(sb.memory_gb * (1 << 30)) if sb.memory_gb else None,
+        )
+
+    def measure(self, runner: Runner, source: str) -> dict:
+        return measure_kernel(runner, self.request(source)).to_dict()
+
+    def judge(self, critic, ev: Evidence, m: MeasurementRecord) -> Judgement:
+        return critic.judge(ev, m.baseline_samples or [], m.candidate_samples or [])
+
+    def describe(self) -> str:
+        return f"kernel {self.problem.path.name} on {self.spec.target.device}"
