@@ -203,6 +203,25 @@ def query(sql: str = typer.Argument(..., help="one read-only SELECT statement"),
         out.print(query_table(cols, rows))
 
 
+# Command groups that live in their own modules register themselves on ``app`` when imported.
+# A module that is not there yet is skipped; an import error *inside* one is a bug and surfaces.
+OPTIONAL_COMMAND_MODULES = ("arbor.cli_dashboard", "arbor.cli_doctor", "arbor.cli_skills", "arbor.cli_record")
+
+
+def _register_optional_commands() -> None:
+    import importlib
+
+    for name in OPTIONAL_COMMAND_MODULES:
+        try:
+            importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if exc.name != name:
+                raise
+
+
+_register_optional_commands()
+
+
 def main() -> None:
     try:
         app()
