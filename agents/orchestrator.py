@@ -2,6 +2,11 @@
 
 It cannot accept anything (only the Critic writes accept verdicts); it only reads the tree.
 Expandable nodes are the baseline and accepted nodes that still have untried moves.
+
+Selection runs on the incremental ``TreeIndex``: the policy scores every expandable node from
+prior *bounds*, and only the current winner's untried moves are actually computed (transforms are
+cached per artifact). When the exact prior lowers the winner's score, we score again; the loop
+ends when the winner is exact, which is the node an exhaustive pass would have chosen.
 """
 
 from __future__ import annotations
@@ -12,9 +17,11 @@ from typing import Callable
 
 from arbor.agents.priors import OutcomeIndex
 from arbor.agents.specialists.kernel_heuristic import HeuristicKernelSpecialist, Option
-from arbor.search_tree.policies import Candidate, Policy
+from arbor.search_tree.index import TreeIndex
+from arbor.search_tree.policies import Policy
 from arbor.search_tree.records import NodeRecord
-from arbor.search_tree.tree import build_stats
+
+MAX_ROUNDS = 10_000
 
 
 @dataclass
@@ -31,29 +38,43 @@ class HeuristicOrchestrator:
         self.policy = policy
         self.specialist = specialist
         self.seed = seed
+        self.outcomes = OutcomeIndex()
+        self._rise: float | None = None
+        self._index: TreeIndex | None = None
 
-    def select(self, nodes: list[NodeRecord], source_of: Callable[[str], str], step: int) -> Selection | None:
-        stats = build_stats(nodes)
-        outcomes = OutcomeIndex.build(nodes)
-        known = {n.artifact_sha for n in nodes}
-        cands: list[Candidate] = []
-        opts: dict[int, list[Option]] = {}
-        for n in nodes:
-            if n.state != "accepted":
-                continue
-            st = stats[n.id]
-            children = [stats[c].node for c in st.children]
-            options = self.specialist.options(n, source_of(n.artifact_sha), children, known, outcomes)
-            if not options:
-                continue
-            opts[n.id] = options
-            parent_visits = stats[n.parent_id].visits if n.parent_id in stats else st.visits
-            q = max(st.subtree_best, n.value or 0.0)
-            cands.append(Candidate(n.id, q, n.value or 0.0, st.visits, parent_visits,
-                                   options[0].prior, n.depth))
-        if not cands:
-            return None
+    def attach(self, index: TreeIndex) -> None:
+        """Follow ``index``: every finished node it learns about updates the outcome priors."""
+        self._index = index
+        self.outcomes.ancestors_of = index.ancestors
+        index.on_finish.append(self._observe)
+
+    def _observe(self, node: NodeRecord) -> None:
+        rise = self.outcomes.observe(node)
+        if rise is not None:
+            self._rise = max(self._rise or 1.0, rise)
+
+    def select(self, index: TreeIndex, source_of: Callable[[str], str], is_known: Callable[[str], bool],
+               step: int) -> Selection | None:
+        if self._index is not index:
+            self.attach(index)
+        if self._rise is not None:  # outcomes changed since the last step: bounds again
+            index.invalidate_priors(self._rise)
+            self._rise = None
         rng = random.Random(f"{self.seed}:select:{step}")
-        chosen = self.policy.choose(cands, rng)
-        note = f"{self.policy.name}: node {chosen.node_id} (Q={chosen.q:.3f}, N={chosen.visits}, P={chosen.prior:.2f})"
-        return Selection(stats[chosen.node_id].node, opts[chosen.node_id], note)
+        for _ in range(MAX_ROUNDS):
+            rows, q, value, visits, pv, prior = index.candidate_arrays()
+            if len(rows) == 0:
+                return None
+            i = self.policy.choose_index(q, value, visits, pv, prior, rng)
+            row = int(rows[i])
+            node = index.node(row)
+            options = self.specialist.options(node, source_of(node.artifact_sha), index.tried.get(row, set()),
+                                              is_known, self.outcomes)
+            best_prior = options[0].prior if options else 0.0
+            was = prior[i]
+            index.set_prior(row, best_prior)
+            if options and best_prior >= was - 1e-12:
+                note = (f"{self.policy.name}: node {node.id} (Q={q[i]:.3f}, N={int(visits[i])}, "
+                        f"P={best_prior:.2f}, {len(rows)} expandable)")
+                return Selection(node, options, note)
+        return None

@@ -1,18 +1,21 @@
 """Reshaping move priors from outcomes (DESIGN §9, after Hyperloom).
 
 Everything is derived from finished nodes in the store, so priors survive a crash and replay
-exactly on resume: there is no hidden learner state to persist.
+exactly on resume: there is no hidden learner state to persist. The index is fed one finished
+node at a time (``observe``), so it costs O(1) per outcome instead of a pass over the tree.
 """
 
 from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import Callable
 
 from arbor.search_tree.records import NodeRecord
 
 CRASHES = {"compile_error", "runtime_error", "timeout", "oom", "hack_suspected", "harness_error"}
 WIN_BOOST, MOVE_REGRESSION, FAMILY_REGRESSION = 1.5, 0.5, 0.7
+MAX_BOOSTED_WINS = 2
 
 
 @dataclass
@@ -21,31 +24,42 @@ class OutcomeIndex:
     move_regressions: Counter = field(default_factory=Counter)
     family_regressions: Counter = field(default_factory=Counter)
     crashed_below: dict[str, set[int]] = field(default_factory=dict)  # move -> parent ids
-    parents: dict[int, int | None] = field(default_factory=dict)
+    ancestors_of: Callable[[int], set[int]] | None = None
+    _parents: dict[int, int | None] = field(default_factory=dict)
 
     @classmethod
     def build(cls, nodes: list[NodeRecord]) -> "OutcomeIndex":
         idx = cls()
         for n in nodes:
-            idx.parents[n.id] = n.parent_id
-            if n.move_id is None:
-                continue
-            if n.state == "accepted" and n.diagnosis == "improved" and n.family:
-                idx.family_wins[n.family] += 1
-            elif n.diagnosis == "regression":
-                idx.move_regressions[n.move_id] += 1
-                if n.family:
-                    idx.family_regressions[n.family] += 1
-            elif n.diagnosis in CRASHES and n.parent_id is not None:
-                idx.crashed_below.setdefault(n.move_id, set()).add(n.parent_id)
+            idx._parents[n.id] = n.parent_id
+            idx.observe(n)
         return idx
 
+    def observe(self, n: NodeRecord) -> float | None:
+        """Record one finished node. Returns the factor by which any prior may have *risen*
+        (1.0 when priors can only have fallen), or None when nothing changed."""
+        if n.move_id is None:
+            return None
+        if n.state == "accepted" and n.diagnosis == "improved" and n.family:
+            self.family_wins[n.family] += 1
+            return WIN_BOOST if self.family_wins[n.family] <= MAX_BOOSTED_WINS else 1.0
+        if n.diagnosis == "regression":
+            self.move_regressions[n.move_id] += 1
+            if n.family:
+                self.family_regressions[n.family] += 1
+            return 1.0
+        if n.diagnosis in CRASHES and n.parent_id is not None:
+            self.crashed_below.setdefault(n.move_id, set()).add(n.parent_id)
+            return 1.0
+        return None
+
     def ancestors(self, node_id: int) -> set[int]:
-        out = set()
-        cur: int | None = node_id
+        if self.ancestors_of is not None:
+            return self.ancestors_of(node_id)
+        out, cur = set(), node_id
         while cur is not None:
             out.add(cur)
-            cur = self.parents.get(cur)
+            cur = self._parents.get(cur)
         return out
 
     def adjust(self, move_id: str, family: str | None, base: float, parent_id: int) -> float:
@@ -55,7 +69,7 @@ class OutcomeIndex:
             return 0.0
         p = base
         if family:
-            p *= WIN_BOOST ** min(self.family_wins[family], 2)
+            p *= WIN_BOOST ** min(self.family_wins[family], MAX_BOOSTED_WINS)
             p *= FAMILY_REGRESSION ** (self.family_regressions[family] - self.move_regressions[move_id])
         p *= MOVE_REGRESSION ** self.move_regressions[move_id]
         return min(p, 1.0)

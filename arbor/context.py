@@ -16,6 +16,7 @@ from arbor.agents.critic.critic import HeuristicCritic
 from arbor.agents.orchestrator import HeuristicOrchestrator
 from arbor.agents.specialists.kernel_heuristic import HeuristicKernelSpecialist
 from arbor.sandbox.runner import Runner
+from arbor.search_tree.index import TreeIndex
 from arbor.search_tree.records import CampaignRecord
 from arbor.search_tree.store import Store
 from arbor.spec import CampaignSpec
@@ -40,6 +41,11 @@ class Context:
     heartbeat_s: float = 5.0
     noise_floor: float = 0.0  # from the baseline's A/A measurement (restored from events on resume)
     selection: object | None = None  # the orchestrator's pick, handed from select to propose
+    index: TreeIndex | None = None  # incremental tree statistics (built on first use)
+
+    def __post_init__(self) -> None:
+        if self.index is None:
+            self.index = TreeIndex(self.campaign.id)
     _sources: dict[str, str] = field(default_factory=dict)
 
     @property

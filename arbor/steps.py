@@ -39,16 +39,17 @@ def best_node(nodes: list[NodeRecord]) -> NodeRecord | None:
 
 # --- select ----------------------------------------------------------------------------
 def select(ctx: Context, state: LoopState) -> LoopState:
-    nodes = ctx.store.nodes(ctx.cid)
-    pending = [n.id for n in nodes if n.state in PENDING]
+    pending = [n.id for n in ctx.store.nodes(ctx.cid, states=PENDING)]
     if pending:  # finish what a previous step (or a dead process) left half-way
         return {"parent_id": None, "node_ids": pending, "stop_reason": None}
-    best = best_node(nodes)
+    idx = ctx.index
+    idx.refresh(ctx.store)
     elapsed = ctx.flush_elapsed()
     evals = ctx.store.measurement_count(ctx.cid, distinct_candidates=True)
-    reason = stop_reason(ctx.spec.budget, nodes, evals, elapsed, math.exp(best.value) if best else 1.0)
+    reason = stop_reason(ctx.spec.budget, idx, evals, elapsed)
     if reason is None:
-        sel = ctx.orchestrator.select(nodes, ctx.source, state.get("step", 0))
+        is_known = lambda sha: ctx.store.find_node(ctx.cid, sha) is not None  # noqa: E731
+        sel = ctx.orchestrator.select(idx, ctx.source, is_known, state.get("step", 0))
         if sel is None:
             reason = "exhausted: no untried move left on any accepted node"
         else:
@@ -135,12 +136,11 @@ def _heartbeat(ctx: Context, stop: threading.Event) -> None:
 
 
 # --- critique --------------------------------------------------------------------------
-def _evidence(ctx: Context, node: NodeRecord, nodes_by_id: dict[int, NodeRecord]) -> tuple[Evidence, object]:
+def _evidence(ctx: Context, node: NodeRecord) -> tuple[Evidence, object]:
     ms = ctx.store.measurements(node.id)
     last = ms[-1]
     verdicts = ctx.store.verdicts(node.id)
-    parent = nodes_by_id.get(node.parent_id) if node.parent_id else None
-    best = best_node(list(nodes_by_id.values()))
+    parent = ctx.store.get_node(node.parent_id) if node.parent_id else None
     confirming = last.purpose == "confirm"
     prev = None
     if confirming:
@@ -151,7 +151,7 @@ def _evidence(ctx: Context, node: NodeRecord, nodes_by_id: dict[int, NodeRecord]
         is_root=node.parent_id is None, attempt=last.attempt, purpose=last.purpose, status=last.status,
         error_class=last.error_class, error_text=last.error_text, correctness=last.correctness or [],
         parent_speedup=(parent.speedup or 1.0) if parent else 1.0,
-        best_speedup=math.exp(best.value) if best and best.value is not None else 1.0,
+        best_speedup=ctx.index.best_speedup(),
         noise_floor=ctx.noise_floor,
         remeasures_done=sum(1 for v in verdicts if v.decision == "remeasure" and v.diagnosis == "unstable"),
         previous_speedup=prev,
@@ -160,16 +160,14 @@ def _evidence(ctx: Context, node: NodeRecord, nodes_by_id: dict[int, NodeRecord]
 
 
 def critique(ctx: Context, state: LoopState) -> LoopState:
-    nodes = ctx.store.nodes(ctx.cid)
-    by_id = {n.id: n for n in nodes}
     for nid in state.get("node_ids", []):
-        node = by_id.get(nid) or ctx.store.get_node(nid)
+        node = ctx.store.get_node(nid)
         if node.state != "measured":
             continue
-        ev, m = _evidence(ctx, node, by_id)
+        ctx.index.refresh(ctx.store)  # the best so far decides whether a win needs confirming
+        ev, m = _evidence(ctx, node)
         j = ctx.target.judge(ctx.critic, ev, m)
         _finish(ctx, node, j, measurement_id=m.id)
-        by_id[nid] = ctx.store.get_node(nid)
     return {}
 
 
@@ -200,8 +198,8 @@ def requeued(ctx: Context, state: LoopState) -> bool:
 # --- update ----------------------------------------------------------------------------
 def update(ctx: Context, state: LoopState) -> LoopState:
     ctx.flush_elapsed()
-    nodes = ctx.store.nodes(ctx.cid)
-    best = best_node(nodes)
+    ctx.index.refresh(ctx.store)
+    best = ctx.index.best()
     if best is not None and best.id in state.get("node_ids", []) and best.parent_id is not None:
         ctx.store.append_event(ctx.cid, "new_best", {"node": best.id, "speedup": best.speedup},
                                node_id=best.id, agent="loop")

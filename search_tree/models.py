@@ -86,6 +86,7 @@ class Node(Base):
         UniqueConstraint("campaign_id", "artifact_sha", name="uq_nodes_campaign_artifact"),
         Index("ix_nodes_campaign_state", "campaign_id", "state"),
         Index("ix_nodes_parent", "parent_id"),
+        Index("ix_nodes_campaign_updated", "campaign_id", "updated_at"),  # migration 0002
     )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)

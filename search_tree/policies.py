@@ -13,6 +13,8 @@ import random
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 
+import numpy as np
+
 
 @dataclass(frozen=True)
 class Candidate:
@@ -30,6 +32,18 @@ class Policy(ABC):
 
     @abstractmethod
     def score(self, c: Candidate, total: int) -> float: ...
+
+    def scores(self, q, value, visits, parent_visits, prior, total: int, rng: random.Random) -> np.ndarray:
+        """Vectorised ``score`` over arrays (the tree index path); same formula."""
+        return np.array([self.score(Candidate(i, q[i], value[i], int(visits[i]), int(parent_visits[i]),
+                                              prior[i], 0), total) for i in range(len(q))])
+
+    def choose_index(self, q, value, visits, parent_visits, prior, rng: random.Random) -> int:
+        """Position of the best-scoring entry; exact ties broken by the seeded rng."""
+        total = int(np.max(parent_visits)) if len(parent_visits) else 0
+        s = self.scores(q, value, visits, parent_visits, prior, total, rng)
+        top = np.flatnonzero(s >= s.max() - 1e-12)
+        return int(top[0]) if len(top) == 1 else int(top[rng.randrange(len(top))])
 
     def choose(self, candidates: list[Candidate], rng: random.Random) -> Candidate:
         if not candidates:
@@ -51,6 +65,9 @@ class PUCT(Policy):
         n_parent = max(c.parent_visits, 1)
         return c.q + self.c * c.prior * math.sqrt(n_parent) / (1 + c.visits)
 
+    def scores(self, q, value, visits, parent_visits, prior, total, rng):
+        return q + self.c * prior * np.sqrt(np.maximum(parent_visits, 1)) / (1 + visits)
+
 
 class UCB1(Policy):
     name = "ucb1"
@@ -61,6 +78,9 @@ class UCB1(Policy):
     def score(self, c: Candidate, total: int) -> float:
         return c.q + self.c * math.sqrt(math.log(max(total, 2)) / (1 + c.visits))
 
+    def scores(self, q, value, visits, parent_visits, prior, total, rng):
+        return q + self.c * np.sqrt(math.log(max(total, 2)) / (1 + visits))
+
 
 class Greedy(Policy):
     """Best-first: always grow the best node; priors only break ties."""
@@ -69,6 +89,9 @@ class Greedy(Policy):
 
     def score(self, c: Candidate, total: int) -> float:
         return c.value + 1e-6 * c.prior
+
+    def scores(self, q, value, visits, parent_visits, prior, total, rng):
+        return value + 1e-6 * prior
 
 
 class RandomPolicy(Policy):
@@ -81,6 +104,9 @@ class RandomPolicy(Policy):
         if not candidates:
             raise ValueError("no expandable node")
         return rng.choice(sorted(candidates, key=lambda c: c.node_id))
+
+    def scores(self, q, value, visits, parent_visits, prior, total, rng):
+        return np.zeros(len(q))
 
 
 def make_policy(name: str, exploration: float = 1.0) -> Policy:

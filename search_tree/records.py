@@ -22,6 +22,7 @@ class CampaignRecord:
     elapsed_s: float
     root_node_id: int | None
     created_at: datetime
+    updated_at: datetime | None = None  # last write; the dashboard shows "last activity" from it
 
 
 @dataclass(frozen=True)
@@ -45,6 +46,7 @@ class NodeRecord:
     step: int
     created_at: datetime
     finished_at: datetime | None
+    updated_at: datetime | None = None  # cursor for incremental readers (nodes_changed_since)
 
 
 @dataclass(frozen=True)

@@ -5,13 +5,17 @@ from __future__ import annotations
 import os
 import re
 import socket
+import sqlite3
+from pathlib import Path
+from urllib.parse import quote
 from contextlib import contextmanager
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any, Iterable, Iterator
 
-from sqlalchemy import create_engine, delete, event, func, select, text, update
+from sqlalchemy import create_engine, delete, event, func, make_url, select, text, update
 from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy.pool import QueuePool
 
 from . import migrate
 from .models import Artifact, Campaign, Event, Lease, Measurement, Node, NodeState, Verdict, utcnow
@@ -38,6 +42,38 @@ def _sqlite_pragmas(dbapi_conn, _record) -> None:
     cur.close()
 
 
+def _sqlite_read_only_pragmas(dbapi_conn, _record) -> None:
+    # No journal_mode here: switching it is a write. The writer already put the file in WAL,
+    # where readers never block it (and it never blocks them).
+    cur = dbapi_conn.cursor()
+    cur.execute("PRAGMA query_only=ON")
+    cur.execute("PRAGMA busy_timeout=5000")
+    cur.close()
+
+
+def _postgres_read_only(dbapi_conn, _record) -> None:
+    cur = dbapi_conn.cursor()
+    cur.execute("SET SESSION CHARACTERISTICS AS TRANSACTION READ ONLY")
+    cur.close()
+
+
+def _read_only_sqlite_engine(url: str):
+    """An engine on an existing SQLite file opened with ``mode=ro``: it can neither create the
+    file nor write to it, whatever SQL is sent."""
+    database = make_url(url).database
+    if not database or database == ":memory:":
+        raise StoreError(f"cannot open {url} read-only: name a database file")
+    path = Path(database).expanduser().resolve()
+    if not path.is_file():
+        raise StoreError(f"store not found: {path} — has the campaign started? (`arbor run CAMPAIGN.yaml`)")
+    uri = f"file:{quote(str(path))}?mode=ro"
+
+    def connect():
+        return sqlite3.connect(uri, uri=True, timeout=5, check_same_thread=False)
+
+    return create_engine("sqlite://", creator=connect, poolclass=QueuePool)
+
+
 def _pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -49,17 +85,25 @@ def _pid_alive(pid: int) -> bool:
 
 
 class SqlStore(Store):
-    def __init__(self, url: str):
+    def __init__(self, url: str, read_only: bool = False):
         self.url = url
         self.is_sqlite = url.startswith("sqlite")
+        self.read_only = read_only
         kwargs: dict[str, Any] = {}
         if self.is_sqlite:
             kwargs["connect_args"] = {"timeout": 30, "check_same_thread": False}
         try:
-            self.engine = create_engine(url, **kwargs)
-            if self.is_sqlite:
-                event.listen(self.engine, "connect", _sqlite_pragmas)
-            migrate.upgrade(self.engine)
+            if read_only:  # observers never migrate, create or write (see open_store)
+                self.engine = _read_only_sqlite_engine(url) if self.is_sqlite else create_engine(url)
+                listener = _sqlite_read_only_pragmas if self.is_sqlite else (
+                    _postgres_read_only if self.engine.dialect.name == "postgresql" else None)
+                if listener is not None:
+                    event.listen(self.engine, "connect", listener)
+            else:
+                self.engine = create_engine(url, **kwargs)
+                if self.is_sqlite:
+                    event.listen(self.engine, "connect", _sqlite_pragmas)
+                migrate.upgrade(self.engine)
         except OperationalError as exc:
             raise StoreError(f"cannot open store {url}: {exc.orig} — check the path and permissions") from None
         self._sessions = sessionmaker(self.engine, expire_on_commit=False)
@@ -295,6 +339,57 @@ class SqlStore(Store):
                              .order_by(Event.id).limit(limit))
             return [to_record(r, EventRecord) for r in rows]
 
+    # --- incremental reads (one indexed query each; see Store) ---------------------------
+    def schema_revision(self) -> str | None:
+        from alembic.runtime.migration import MigrationContext
+
+        try:
+            with self.engine.connect() as conn:
+                return MigrationContext.configure(conn).get_current_revision()
+        except OperationalError:
+            return None
+
+    def nodes_changed_since(self, campaign_id: int, since: datetime | None = None,
+                            limit: int = 100_000) -> list[NodeRecord]:
+        with self._tx() as s:
+            q = select(Node).where(Node.campaign_id == campaign_id)
+            if since is not None:
+                q = q.where(Node.updated_at >= since)
+            rows = s.scalars(q.order_by(Node.updated_at, Node.id).limit(limit))
+            return [to_record(r, NodeRecord) for r in rows]
+
+    def verdicts_after(self, campaign_id: int, after_id: int = 0, limit: int = 1000) -> list[VerdictRecord]:
+        with self._tx() as s:
+            rows = s.scalars(select(Verdict).join(Node, Node.id == Verdict.node_id)
+                             .where(Node.campaign_id == campaign_id, Verdict.id > after_id)
+                             .order_by(Verdict.id).limit(limit))
+            return [to_record(r, VerdictRecord) for r in rows]
+
+    def measurements_after(self, campaign_id: int, after_id: int = 0, limit: int = 1000,
+                           samples: bool = True) -> list[MeasurementRecord]:
+        skip = () if samples else ("baseline_samples", "candidate_samples")
+        cols = [c for c in Measurement.__table__.columns if c.name not in skip]
+        with self._tx() as s:
+            rows = s.execute(select(*cols).join(Node, Node.id == Measurement.node_id)
+                             .where(Node.campaign_id == campaign_id, Measurement.id > after_id)
+                             .order_by(Measurement.id).limit(limit)).mappings()
+            return [MeasurementRecord(**dict(r)) for r in rows]
+
+    def recent_events(self, campaign_id: int, limit: int = 50) -> list[EventRecord]:
+        with self._tx() as s:
+            rows = s.scalars(select(Event).where(Event.campaign_id == campaign_id)
+                             .order_by(Event.id.desc()).limit(limit))
+            return [to_record(r, EventRecord) for r in reversed(list(rows))]
+
+    def event_totals(self, campaign_id: int) -> dict[str, float]:
+        with self._tx() as s:
+            n, last, pt, ct, cost = s.execute(
+                select(func.count(), func.max(Event.id), func.sum(Event.prompt_tokens),
+                       func.sum(Event.completion_tokens), func.sum(Event.cost_usd))
+                .where(Event.campaign_id == campaign_id)).one()
+            return {"count": n or 0, "last_id": last or 0, "prompt_tokens": pt or 0,
+                    "completion_tokens": ct or 0, "cost_usd": float(cost or 0.0)}
+
     # --- ad-hoc SQL --------------------------------------------------------------------
     def read_only_query(self, sql: str, limit: int = 10_000) -> tuple[list[str], list[tuple]]:
         """Run one read-only statement. Enforced by the database (SQLite ``query_only``,
@@ -315,7 +410,7 @@ class SqlStore(Store):
             except OperationalError as exc:
                 raise StoreError(f"query failed: {exc.orig}") from None
             finally:
-                if self.is_sqlite:
+                if self.is_sqlite and not self.read_only:
                     conn.exec_driver_sql("PRAGMA query_only = OFF")
                 conn.rollback()
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 from abc import ABC, abstractmethod
+from datetime import datetime
 from typing import Any, Iterable
 
 from .records import (
@@ -136,6 +137,48 @@ class Store(ABC):
     @abstractmethod
     def events(self, campaign_id: int, after_id: int = 0, limit: int = 1000) -> list[EventRecord]: ...
 
+    # --- incremental reads (dashboards, reports, exports) --------------------------------
+    # Readers that poll a live campaign ask only for what changed since their last cursor, so a
+    # frame costs a few indexed rows however large the tree is. The defaults below are correct
+    # but slow (they load everything); SqlStore answers each with one indexed query.
+    def schema_revision(self) -> str | None:
+        """The store's migration revision, or None while the schema does not exist yet."""
+        return "unknown"
+
+    def nodes_changed_since(self, campaign_id: int, since: datetime | None = None,
+                            limit: int = 100_000) -> list[NodeRecord]:
+        """Nodes written at or after ``since`` (all of them for None), oldest write first.
+        Inclusive on purpose: callers dedupe by id, and a write sharing the cursor's timestamp
+        is never lost."""
+        rows = [n for n in self.nodes(campaign_id)
+                if since is None or (n.updated_at is not None and n.updated_at >= since)]
+        rows.sort(key=lambda n: (n.updated_at or n.created_at, n.id))
+        return rows[:limit]
+
+    def verdicts_after(self, campaign_id: int, after_id: int = 0, limit: int = 1000) -> list[VerdictRecord]:
+        """Verdicts of the campaign with id > after_id, oldest first."""
+        rows = [v for n in self.nodes(campaign_id) for v in self.verdicts(n.id) if v.id > after_id]
+        return sorted(rows, key=lambda v: v.id)[:limit]
+
+    def measurements_after(self, campaign_id: int, after_id: int = 0, limit: int = 1000,
+                           samples: bool = True) -> list[MeasurementRecord]:
+        """Measurement series of the campaign with id > after_id, oldest first. With
+        ``samples=False`` the raw sample lists come back empty (they are the bulk of a row)."""
+        rows = [m for n in self.nodes(campaign_id) for m in self.measurements(n.id) if m.id > after_id]
+        return sorted(rows, key=lambda m: m.id)[:limit]
+
+    def recent_events(self, campaign_id: int, limit: int = 50) -> list[EventRecord]:
+        """The newest ``limit`` events, oldest first (where a reader attaching late starts)."""
+        return self.events(campaign_id, limit=10**9)[-limit:]
+
+    def event_totals(self, campaign_id: int) -> dict[str, float]:
+        """count, last_id, prompt_tokens, completion_tokens, cost_usd over the campaign's events."""
+        evs = self.events(campaign_id, limit=10**9)
+        return {"count": len(evs), "last_id": evs[-1].id if evs else 0,
+                "prompt_tokens": sum(e.prompt_tokens for e in evs),
+                "completion_tokens": sum(e.completion_tokens for e in evs),
+                "cost_usd": sum(e.cost_usd for e in evs)}
+
     # --- ad-hoc SQL --------------------------------------------------------------------
     @abstractmethod
     def read_only_query(self, sql: str, limit: int = 10_000) -> tuple[list[str], list[tuple]]: ...
@@ -144,8 +187,13 @@ class Store(ABC):
         pass
 
 
-def open_store(url: str) -> Store:
-    """Open (and migrate) the store at a SQLAlchemy URL."""
+def open_store(url: str, read_only: bool = False) -> Store:
+    """Open (and migrate) the store at a SQLAlchemy URL.
+
+    ``read_only=True`` is for observers of a campaign another process is writing (dashboard,
+    report, export): no migration, no file creation, and the database itself refuses writes
+    (SQLite ``mode=ro`` + ``query_only``; PostgreSQL read-only transactions). A missing SQLite
+    file raises StoreError instead of being created."""
     from .sql_store import SqlStore
 
-    return SqlStore(url)
+    return SqlStore(url, read_only=read_only)

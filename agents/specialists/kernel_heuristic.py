@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
+from typing import Callable
 
 from arbor.agents.priors import OutcomeIndex
 from arbor.agents.skills import MoveSpec
@@ -51,20 +52,21 @@ class HeuristicKernelSpecialist:
                 self._cache[key] = None
         return self._cache[key]
 
-    def options(self, parent: NodeRecord, parent_source: str, children: list[NodeRecord],
-                known_shas: set[str], outcomes: OutcomeIndex) -> list[Option]:
-        """Untried moves at ``parent`` with their adjusted priors, best first."""
-        tried = {c.move_id for c in children}
+    def options(self, parent: NodeRecord, parent_source: str, tried: set[str],
+                is_known: Callable[[str], bool], outcomes: OutcomeIndex) -> list[Option]:
+        """Untried moves at ``parent`` with their adjusted priors, best first. A move whose
+        result is already in the tree (reached by another path) counts as tried."""
         out = []
         for move in self.moves:
             if move.id in tried:
                 continue
-            new = self._apply(parent.artifact_sha, parent_source, move)
-            if new is None or artifact_sha(new) in known_shas:
-                continue
             prior = outcomes.adjust(move.id, move.family, move.prior, parent.id)
-            if prior > 0:
-                out.append(Option(move, new, prior))
+            if prior <= 0:
+                continue
+            new = self._apply(parent.artifact_sha, parent_source, move)
+            if new is None or is_known(artifact_sha(new)):
+                continue
+            out.append(Option(move, new, prior))
         rng = random.Random(f"{self.seed}:{parent.id}")
         rng.shuffle(out)
         out.sort(key=lambda o: -o.prior)  # stable: equal priors keep the seeded order

@@ -1,0 +1,207 @@
+"""An in-memory, incrementally maintained view of one campaign's tree for selection.
+
+Loading every node per step costs O(tree) and makes selection seconds slow at 10^6 nodes.
+The index loads once, then applies only the rows written since its last refresh (an indexed
+query on ``nodes(campaign_id, updated_at)``), updating subtree visit counts and best values along
+the changed node's ancestor path. Scoring is vectorised with numpy over all expandable nodes.
+
+Priors here are *upper bounds* of a node's best untried move: the orchestrator computes the exact
+prior lazily, only for the node that currently scores highest, and re-scores until the winner's
+score is exact. Outcome-driven reshaping only ever lowers a prior (except family wins, which
+raise every bound by the same factor), so lazy evaluation picks the same node an exhaustive one
+would.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+import numpy as np
+
+from .records import NodeRecord
+
+STATES = ("proposed", "queued", "running", "measured", "accepted", "rejected", "failed", "pruned")
+_CODE = {s: i for i, s in enumerate(STATES)}
+ACCEPTED = _CODE["accepted"]
+REFRESH_OVERLAP = timedelta(seconds=2)  # re-read a little before the cursor: writes share timestamps
+
+
+@dataclass
+class _Grow:
+    """Columns that double in capacity as rows are added."""
+
+    cap: int = 1024
+    n: int = 0
+    cols: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        self.cols = {
+            "id": np.zeros(self.cap, np.int64),
+            "parent": np.full(self.cap, -1, np.int64),
+            "state": np.zeros(self.cap, np.int8),
+            "value": np.full(self.cap, np.nan),
+            "q": np.full(self.cap, -np.inf),
+            "visits": np.zeros(self.cap, np.int64),
+            "prior": np.ones(self.cap, np.float64),
+            "exact": np.zeros(self.cap, bool),
+            "expandable": np.ones(self.cap, bool),
+            "depth": np.zeros(self.cap, np.int32),
+        }
+
+    def append(self) -> int:
+        if self.n == self.cap:
+            self.cap *= 2
+            for k, a in self.cols.items():
+                grown = np.empty(self.cap, a.dtype)
+                grown[: self.n] = a[: self.n]
+                fill = {"parent": -1, "value": np.nan, "q": -np.inf, "prior": 1.0, "expandable": True}.get(k, 0)
+                grown[self.n:] = fill
+                self.cols[k] = grown
+        self.n += 1
+        return self.n - 1
+
+
+class TreeIndex:
+    def __init__(self, campaign_id: int, prior_bound: float = 1.0, recent: int = 256):
+        self.campaign_id = campaign_id
+        self.prior_bound = prior_bound
+        self._g = _Grow()
+        self.row_of: dict[int, int] = {}
+        self.records: dict[int, NodeRecord] = {}  # only accepted nodes and the root are kept whole
+        self.tried: dict[int, set[str]] = {}  # row -> move ids already proposed below it
+        self.recent_finished: deque[tuple[str, str | None]] = deque(maxlen=recent)
+        self.since_last_win = 0
+        self.cursor: datetime | None = None
+        self.root_row: int | None = None
+        self._best_row: int | None = None
+        self._finished: set[int] = set()
+        self.on_finish = []  # callbacks(node) for outcome bookkeeping (priors)
+
+    def __len__(self) -> int:
+        return self._g.n
+
+    # --- loading ---------------------------------------------------------------------
+    def refresh(self, store) -> int:
+        """Apply every node written since the last refresh; returns how many rows changed."""
+        if self.cursor is None:
+            rows = store.nodes(self.campaign_id)
+        else:
+            rows = store.nodes_changed_since(self.campaign_id, self.cursor - REFRESH_OVERLAP)
+        changed = 0
+        for n in sorted(rows, key=lambda r: r.id):
+            changed += self.apply(n)
+            stamp = n.updated_at or n.created_at
+            if stamp is not None and (self.cursor is None or stamp > self.cursor):
+                self.cursor = stamp
+        return changed
+
+    def apply(self, n: NodeRecord) -> int:
+        g = self._g.cols
+        row = self.row_of.get(n.id)
+        if row is None:
+            row = self._g.append()
+            g = self._g.cols
+            self.row_of[n.id] = row
+            g["id"][row] = n.id
+            g["depth"][row] = n.depth
+            g["prior"][row] = self.prior_bound
+            if n.parent_id is None:
+                self.root_row = row
+            else:
+                prow = self.row_of[n.parent_id]
+                g["parent"][row] = prow
+                self.tried.setdefault(prow, set()).add(n.move_id or f"node-{n.id}")
+                g["exact"][prow] = False
+                r = prow
+                while r >= 0:  # one more expansion below every ancestor
+                    g["visits"][r] += 1
+                    r = g["parent"][r]
+        if n.id in self._finished:  # finished nodes are immutable: nothing can change
+            return 0
+        g["state"][row] = _CODE[n.state]
+        if n.state in ("accepted", "rejected", "failed", "pruned"):
+            self._finish(row, n)
+        return 1
+
+    def _finished_ids(self) -> set[int]:
+        if "_fin" not in self.__dict__:
+            self.__dict__["_fin"] = set()
+        return self.__dict__["_fin"]
+
+    def _finish(self, row: int, n: NodeRecord) -> None:
+        g = self._g.cols
+        self._finished.add(n.id)
+        if n.parent_id is not None:
+            self.recent_finished.append((n.state, n.diagnosis))
+            self.since_last_win = 0 if n.state == "accepted" else self.since_last_win + 1
+        if n.state == "accepted" and n.value is not None:
+            self.records[n.id] = n
+            g["value"][row] = n.value
+            r = row
+            while r >= 0 and g["q"][r] < n.value:  # best value in the subtree, upwards
+                g["q"][r] = n.value
+                r = g["parent"][r]
+            if self._best_row is None or n.value > g["value"][self._best_row]:
+                self._best_row = row
+        else:
+            g["expandable"][row] = False
+        if n.parent_id is None:
+            self.records[n.id] = n
+        for cb in self.on_finish:
+            cb(n)
+
+    # --- queries ---------------------------------------------------------------------
+    def node(self, row: int) -> NodeRecord | None:
+        return self.records.get(int(self._g.cols["id"][row]))
+
+    def best(self) -> NodeRecord | None:
+        return None if self._best_row is None else self.node(self._best_row)
+
+    def root(self) -> NodeRecord | None:
+        return None if self.root_row is None else self.records.get(int(self._g.cols["id"][self.root_row]))
+
+    def ancestors(self, node_id: int) -> set[int]:
+        out, r = set(), self.row_of.get(node_id, -1)
+        ids, parent = self._g.cols["id"], self._g.cols["parent"]
+        while r >= 0:
+            out.add(int(ids[r]))
+            r = parent[r]
+        return out
+
+    def set_prior(self, row: int, prior: float, exact: bool = True) -> None:
+        self._g.cols["prior"][row] = prior
+        self._g.cols["exact"][row] = exact
+        if prior <= 0:
+            self._g.cols["expandable"][row] = False
+
+    def invalidate_priors(self, factor: float = 1.0) -> None:
+        """Outcomes changed: every exact prior becomes a bound again (scaled by ``factor`` when
+        the change can raise priors, e.g. a family win)."""
+        n = self._g.n
+        self._g.cols["exact"][:n] = False
+        if factor != 1.0:
+            p = self._g.cols["prior"][:n]
+            np.minimum(p * factor, 1.0, out=p)
+
+    def candidate_arrays(self):
+        """Rows that may be expanded, with the columns a policy scores."""
+        n = self._g.n
+        c = self._g.cols
+        mask = (c["state"][:n] == ACCEPTED) & c["expandable"][:n]
+        rows = np.nonzero(mask)[0]
+        parent = c["parent"][rows]
+        own_visits = c["visits"][rows]
+        parent_visits = np.where(parent >= 0, c["visits"][np.maximum(parent, 0)], own_visits)
+        value = np.nan_to_num(c["value"][rows], nan=0.0)
+        q = np.maximum(c["q"][rows], value)
+        return rows, q, value, own_visits, parent_visits, c["prior"][rows]
+
+    def total_visits(self) -> int:
+        return 0 if self.root_row is None else int(self._g.cols["visits"][self.root_row])
+
+    def best_speedup(self) -> float:
+        b = self.best()
+        return math.exp(b.value) if b is not None and b.value is not None else 1.0
