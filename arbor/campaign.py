@@ -49,14 +49,13 @@ def build_context(spec: CampaignSpec, store: Store, report: Callable[[str, dict]
     target = make_adapter(spec)
     target.validate()
     campaign = store.get_or_create_campaign(spec.name, target.kind, spec.model_dump(mode="json"))
-    agents = build_agents(spec, target, load_skills(spec.skill_dirs()))
+    agents = build_agents(spec, target, load_skills(spec.skill_dirs()), store=store, campaign_id=campaign.id)
     runner = make_runner(spec.sandbox.kind)
     ctx = Context(spec=spec, store=store, campaign=campaign, target=target, runner=runner,
                   critic=agents.critic, orchestrator=agents.orchestrator, specialist=agents.specialist,
-                  report=report)
-    for ev in store.events(campaign.id, limit=100_000):
-        if ev.kind == "baseline":
-            ctx.noise_floor = float(ev.payload.get("noise_floor", 0.0))
+                  report=report, llm=agents.llm)
+    for ev in store.events(campaign.id, limit=1_000_000, kinds=["baseline"]):
+        ctx.noise_floor = float(ev.payload.get("noise_floor", 0.0))
     return ctx
 
 

@@ -18,7 +18,7 @@ from arbor.search_tree.records import NodeRecord
 from arbor.search_tree.store import DuplicateArtifact
 
 from .context import Context
-from .stopping import stop_reason
+from .stopping import llm_stop_reason, stop_reason
 
 
 class LoopState(TypedDict, total=False):
@@ -46,7 +46,7 @@ def select(ctx: Context, state: LoopState) -> LoopState:
     idx.refresh(ctx.store)
     elapsed = ctx.flush_elapsed()
     evals = ctx.store.measurement_count(ctx.cid, distinct_candidates=True)
-    reason = stop_reason(ctx.spec.budget, idx, evals, elapsed)
+    reason = stop_reason(ctx.spec.budget, idx, evals, elapsed) or llm_stop_reason(ctx.llm)
     if reason is None:
         is_known = lambda sha: ctx.store.find_node(ctx.cid, sha) is not None  # noqa: E731
         sel = ctx.orchestrator.select(idx, ctx.source, is_known, state.get("step", 0))
@@ -78,7 +78,8 @@ def propose(ctx: Context, state: LoopState) -> LoopState:
                                       step=state.get("step", 0))
         except DuplicateArtifact:
             continue
-        ctx.store.append_event(ctx.cid, "propose", {"move": prop.move_id, "prior": prop.prior},
+        ctx.store.append_event(ctx.cid, "propose", {"move": prop.move_id, "prior": prop.prior,
+                                                    **getattr(prop, "audit", {})},  # LLM: reply event, mode
                                node_id=node.id, agent=ctx.specialist.name)
         ids.append(node.id)
     return {"node_ids": ids}
@@ -167,6 +168,10 @@ def critique(ctx: Context, state: LoopState) -> LoopState:
         ctx.index.refresh(ctx.store)  # the best so far decides whether a win needs confirming
         ev, m = _evidence(ctx, node)
         j = ctx.target.judge(ctx.critic, ev, m)
+        narrate = getattr(ctx.critic, "narrate", None)  # LLM Critic: root-cause narrative, never the verdict
+        if narrate is not None:
+            parent = ctx.source(ctx.store.get_node(node.parent_id).artifact_sha) if node.parent_id else None
+            j = narrate(node, j, ctx.source(node.artifact_sha), parent, m)
         _finish(ctx, node, j, measurement_id=m.id)
     return {}
 
@@ -175,8 +180,7 @@ def _finish(ctx: Context, node: NodeRecord, j: Judgement, measurement_id: int | 
     gates = j.gates + ([{"stats": j.stats}] if j.stats else [])
     if j.final_state is None:  # remeasure: back to the queue with the verdict saying why
         ctx.store.record_verdict(node.id, measurement_id, j.decision, j.diagnosis, j.reason, gates,
-                                 agent=ctx.critic.name)
-        ctx.store.transition(node.id, "queued")
+                                 agent=ctx.critic.name, requeue=True)
     else:
         fields = {}
         if j.final_state == "accepted":

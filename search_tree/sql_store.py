@@ -298,7 +298,7 @@ class SqlStore(Store):
             return s.scalar(q) or 0
 
     def record_verdict(self, node_id, measurement_id, decision, diagnosis, reason, gates,
-                       agent="critic", final_state=None, **node_fields) -> VerdictRecord:
+                       agent="critic", final_state=None, requeue=False, **node_fields) -> VerdictRecord:
         with self._tx() as s:
             row = Verdict(node_id=node_id, measurement_id=measurement_id, decision=decision,
                           diagnosis=diagnosis, reason=reason, gates=gates, agent=agent)
@@ -306,6 +306,8 @@ class SqlStore(Store):
             node = s.get(Node, node_id)
             if final_state is not None:
                 self._move(node, final_state, {"diagnosis": diagnosis, "reason": reason, **node_fields})
+            elif requeue:
+                self._move(node, NodeState.QUEUED, {})
             s.add(Event(campaign_id=node.campaign_id, node_id=node_id, kind="verdict", agent=agent,
                         payload={"decision": decision, "diagnosis": diagnosis, "reason": reason}))
             s.flush()
@@ -333,10 +335,13 @@ class SqlStore(Store):
             s.flush()
             return row.id
 
-    def events(self, campaign_id: int, after_id: int = 0, limit: int = 1000) -> list[EventRecord]:
+    def events(self, campaign_id: int, after_id: int = 0, limit: int = 1000,
+               kinds: Iterable[str] | None = None) -> list[EventRecord]:
         with self._tx() as s:
-            rows = s.scalars(select(Event).where(Event.campaign_id == campaign_id, Event.id > after_id)
-                             .order_by(Event.id).limit(limit))
+            q = select(Event).where(Event.campaign_id == campaign_id, Event.id > after_id)
+            if kinds is not None:
+                q = q.where(Event.kind.in_(list(kinds)))
+            rows = s.scalars(q.order_by(Event.id).limit(limit))
             return [to_record(r, EventRecord) for r in rows]
 
     # --- incremental reads (one indexed query each; see Store) ---------------------------

@@ -118,8 +118,11 @@ class Store(ABC):
     @abstractmethod
     def record_verdict(self, node_id: int, measurement_id: int | None, decision: str,
                        diagnosis: str, reason: str, gates: list, agent: str = "critic",
-                       final_state: str | None = None, **node_fields: Any) -> VerdictRecord:
-        """Store the verdict and, with ``final_state``, finish the node in the same transaction."""
+                       final_state: str | None = None, requeue: bool = False,
+                       **node_fields: Any) -> VerdictRecord:
+        """Store the verdict and, with ``final_state``, finish the node — or with ``requeue``
+        send it back to the queue for another measurement — in the same transaction, so a
+        crash can never leave a verdict without its consequence."""
 
     @abstractmethod
     def verdicts(self, node_id: int) -> list[VerdictRecord]: ...
@@ -135,7 +138,8 @@ class Store(ABC):
                      cost_usd: float = 0.0) -> int: ...
 
     @abstractmethod
-    def events(self, campaign_id: int, after_id: int = 0, limit: int = 1000) -> list[EventRecord]: ...
+    def events(self, campaign_id: int, after_id: int = 0, limit: int = 1000,
+               kinds: Iterable[str] | None = None) -> list[EventRecord]: ...
 
     # --- incremental reads (dashboards, reports, exports) --------------------------------
     # Readers that poll a live campaign ask only for what changed since their last cursor, so a

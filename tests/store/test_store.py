@@ -169,3 +169,14 @@ def test_count_by_state_and_campaign_spec_update(store):
     assert store.count_by_state(c.id) == {"proposed": 1, "queued": 1}
     assert store.add_elapsed(c.id, 2.5) == 2.5
     assert store.add_elapsed(c.id, 1.0) == 3.5
+
+
+def test_remeasure_verdict_and_requeue_are_one_transaction(store):
+    c = store.get_or_create_campaign("c", "kernel", {})
+    n = _node(store, c.id)
+    store.transition(n.id, "queued")
+    store.start_running(n.id, "o")
+    m = store.record_measurement(n.id, 1, "primary", {"status": "ok"}, "local")
+    store.record_verdict(n.id, m.id, "remeasure", "unstable", "noisy", [], requeue=True)
+    assert store.get_node(n.id).state == "queued"
+    assert [v.decision for v in store.verdicts(n.id)] == ["remeasure"]
