@@ -13,7 +13,8 @@ from typing import Callable
 
 from arbor.search_tree.records import NodeRecord
 
-CRASHES = {"compile_error", "runtime_error", "timeout", "oom", "hack_suspected", "harness_error"}
+CRASHES = {"compile_error", "runtime_error", "timeout", "oom", "hack_suspected", "harness_error",
+           "startup_failed", "accuracy_regression"}  # serving: the config will not start / changes outputs
 WIN_BOOST, MOVE_REGRESSION, FAMILY_REGRESSION = 1.5, 0.5, 0.7
 MAX_BOOSTED_WINS = 2
 

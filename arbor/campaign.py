@@ -11,12 +11,12 @@ from pathlib import Path
 from typing import Callable
 
 from arbor.agents.skills import load_skills
-from arbor.sandbox.runner import make_runner
 from arbor.search_tree.store import Store, open_store
 
 from .agent_setup import build_agents
 from .context import Context
 from .loop import run_loop
+from .sandbox_setup import open_sandbox
 from .spec import CampaignSpec
 from .targets import make_adapter
 from .steps import best_node
@@ -38,6 +38,7 @@ class Summary:
     measurements: int
     elapsed_s: float
     best_path: str | None
+    serving: dict | None = None  # serving campaigns: objective, Pareto improvement, both fronts
 
     def to_dict(self) -> dict:
         d = dict(self.__dict__)
@@ -50,7 +51,7 @@ def build_context(spec: CampaignSpec, store: Store, report: Callable[[str, dict]
     target.validate()
     campaign = store.get_or_create_campaign(spec.name, target.kind, spec.model_dump(mode="json"))
     agents = build_agents(spec, target, load_skills(spec.skill_dirs()), store=store, campaign_id=campaign.id)
-    runner = make_runner(spec.sandbox.kind)
+    runner = open_sandbox(spec, store, campaign.id, report)  # runner + clock guard, per spec.sandbox
     ctx = Context(spec=spec, store=store, campaign=campaign, target=target, runner=runner,
                   critic=agents.critic, orchestrator=agents.orchestrator, specialist=agents.specialist,
                   report=report, llm=agents.llm)
@@ -73,6 +74,7 @@ def ensure_root(ctx: Context) -> None:
 def run_campaign(spec: CampaignSpec, report: Callable[[str, dict], None], store: Store | None = None) -> Summary:
     own_store = store is None
     store = store or open_store(spec.store_url())
+    ctx = None
     try:
         ctx = build_context(spec, store, report)
         requeued = store.requeue_orphans(ctx.cid, STALE_LEASE_S)
@@ -96,6 +98,8 @@ def run_campaign(spec: CampaignSpec, report: Callable[[str, dict], None], store:
         store.append_event(ctx.cid, "run_finished", {"stop_reason": reason}, agent="loop")
         return summarize(store, spec.name, write_best_to=spec.runs_dir())
     finally:
+        if ctx is not None:
+            ctx.runner.close()  # idempotent; also covers a failure before the loop started
         if own_store:
             store.close()
 
@@ -120,10 +124,16 @@ def summarize(store: Store, name: str, write_best_to: Path | None = None) -> Sum
             ci = (stats.get("ci_low"), stats.get("ci_high"))
     elif best is not None:
         best_s = baseline_s
+    serving = None
+    if camp.kind == "serving":  # samples are req/s, not seconds: the fronts tell the story
+        from .targets.serving import serving_summary
+
+        serving = serving_summary(store, camp.root_node_id, best)
+        baseline_s = best_s = None
     path = None
     if best is not None and write_best_to is not None:
         write_best_to.mkdir(parents=True, exist_ok=True)
-        out = write_best_to / "best_modelnew.py"
+        out = write_best_to / ("best_config.json" if camp.kind == "serving" else "best_modelnew.py")
         out.write_text(store.get_artifact(best.artifact_sha))
         path = str(out)
     return Summary(
@@ -131,6 +141,7 @@ def summarize(store: Store, name: str, write_best_to: Path | None = None) -> Sum
         best_s=best_s, speedup=math.exp(best.value) if best and best.value is not None else None,
         ci=ci, best_node=best.id if best else None, counts=store.count_by_state(camp.id),
         measurements=store.measurement_count(camp.id), elapsed_s=camp.elapsed_s, best_path=path,
+        serving=serving,
     )
 
 

@@ -22,10 +22,11 @@ err = Console(stderr=True, highlight=False, soft_wrap=True)
 def _user_errors() -> tuple[type[BaseException], ...]:
     from arbor.agents.skills import SkillError
     from arbor.sandbox.problem import ProblemError
+    from arbor.sandbox.runner import SandboxError
     from arbor.search_tree.store import StoreError
     from arbor.spec import SpecError
 
-    return (SpecError, ProblemError, SkillError, StoreError)
+    return (SpecError, ProblemError, SkillError, StoreError, SandboxError)
 
 
 def _fail(exc: BaseException) -> None:
@@ -70,6 +71,7 @@ def run(spec_path: Path = typer.Argument(..., help="campaign YAML"),
         max_wall_s: Optional[float] = typer.Option(None, help="override budget.max_wall_s"),
         store_url: Optional[str] = typer.Option(None, "--store", help="override the store URL"),
         quiet: bool = typer.Option(False, "--quiet", "-q", help="only the final summary"),
+        json_log: Optional[Path] = typer.Option(None, "--json-log", help="also write every event as JSON lines to this file"),
         json_out: bool = JsonOpt) -> None:
     """Run (or resume) a campaign until its budget or a stop condition."""
     from arbor.reporting import Reporter, print_summary
@@ -88,8 +90,27 @@ def run(spec_path: Path = typer.Argument(..., help="campaign YAML"),
             spec.budget = spec.budget.model_copy(update=updates)
         if store_url:
             spec.store.url = store_url
-        reporter = Reporter(out, quiet=quiet or json_out)
-        summary = run_campaign(spec, reporter)
+        from arbor.dashboard.source import evaluations_done
+        from arbor.jsonlog import JsonLog, tee
+
+        silent = quiet or json_out
+        reporter = Reporter(out, quiet=silent, total=spec.budget.max_evaluations,
+                            done=0 if silent else evaluations_done(spec.store_url(), spec.name))
+        log = JsonLog(json_log, spec.name) if json_log else None
+        try:
+            if log:
+                log.write("run_started", {"store": spec.store_url(), "budget": spec.budget.model_dump()})
+            with reporter:
+                summary = run_campaign(spec, tee(reporter, log) if log else reporter)
+            if log:
+                log.write("run_finished", summary.to_dict())
+        except KeyboardInterrupt:
+            if log:
+                log.write("run_interrupted", {})
+            raise
+        finally:
+            if log:
+                log.close()
     except _user_errors() as exc:
         _fail(exc)
     except KeyboardInterrupt:

@@ -42,6 +42,7 @@ class Context:
     noise_floor: float = 0.0  # from the baseline's A/A measurement (restored from events on resume)
     selection: object | None = None  # the orchestrator's pick, handed from select to propose
     index: TreeIndex | None = None  # incremental tree statistics (built on first use)
+    llm: object | None = None  # LLMRuntime when any agent role uses an LLM (token/cost/failure stops)
 
     def __post_init__(self) -> None:
         if self.index is None:

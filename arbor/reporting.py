@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 
 from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from rich.text import Text
 
@@ -18,16 +19,54 @@ def _ms(s: float | None) -> str:
 
 
 class Reporter:
-    """Receives (kind, payload) from the loop; one line per verdict unless quiet."""
+    """Receives (kind, payload) from the loop; one line per verdict unless quiet.
 
-    def __init__(self, console: Console, quiet: bool = False):
+    With ``total`` (the evaluation budget) and a terminal, a progress bar stays at the bottom
+    while the lines scroll above it (use the reporter as a context manager). ``done`` is what
+    earlier runs of a resumed campaign already measured."""
+
+    def __init__(self, console: Console, quiet: bool = False, total: int | None = None, done: int = 0):
         self.console = console
         self.quiet = quiet
         self.t0 = time.monotonic()
+        self._started: set[int] = set()
+        self.progress: Progress | None = None
+        if not quiet and total is not None and console.is_terminal:
+            self.progress = Progress(
+                SpinnerColumn(), TextColumn("[bold]evaluations"), BarColumn(), MofNCompleteColumn(),
+                TimeElapsedColumn(), TextColumn("{task.fields[best]}"), TextColumn("[dim]{task.description}"),
+                console=console, transient=True)
+            self._task = self.progress.add_task("starting", total=total, completed=min(done, total), best="")
+
+    def __enter__(self) -> "Reporter":
+        if self.progress is not None:
+            self.progress.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.progress is not None:
+            self.progress.stop()
+
+    def _advance(self, kind: str, data: dict) -> None:
+        if self.progress is None:
+            return
+        if kind == "measuring":
+            n = data["node"]
+            if n.parent_id is not None and data["purpose"] == "primary":
+                self._started.add(n.id)
+            self.progress.update(self._task, description=f"measuring node {n.id}")
+        elif kind == "verdict" and data["node"].id in self._started:
+            # an evaluation is a candidate measured at least once (as stopping.py counts them):
+            # it counts when its first measurement has been judged
+            self._started.discard(data["node"].id)
+            self.progress.update(self._task, advance=1, description="")
+        elif kind == "new_best":
+            self.progress.update(self._task, best=f"[green]best {data['node'].speedup:.3f}x")
 
     def __call__(self, kind: str, data: dict) -> None:
         if self.quiet:
             return
+        self._advance(kind, data)
         t = f"[dim]{time.monotonic() - self.t0:6.1f}s[/]"
         if kind == "measuring":
             n = data["node"]
@@ -44,14 +83,24 @@ class Reporter:
         elif kind == "requeued":
             self.console.print(f"{t} re-queued node(s) {data['nodes']} left running by a dead process",
                                markup=True)
+        elif kind in ("sandbox_warning", "sandbox_info"):  # isolation gaps, clock locks (arbor.sandbox_setup)
+            from rich.markup import escape
+
+            style = "bold yellow]warning" if kind == "sandbox_warning" else "cyan]sandbox"
+            self.console.print(f"{t} [{style}[/]: {escape(data['text'])}", markup=True)
 
 
 def print_summary(console: Console, s) -> None:
     console.rule(f"campaign {s.campaign}")
     console.print(f"stop reason   {s.stop_reason}")
-    console.print(f"baseline      {_ms(s.baseline_s)}")
-    console.print(f"best          {_ms(s.best_s)}  (node {s.best_node})")
-    if s.speedup is not None:
+    if getattr(s, "serving", None):
+        from .reporting_serving import print_serving
+
+        print_serving(console, s)
+    else:
+        console.print(f"baseline      {_ms(s.baseline_s)}")
+        console.print(f"best          {_ms(s.best_s)}  (node {s.best_node})")
+    if s.speedup is not None and not getattr(s, "serving", None):
         ci = f"  95% CI [{s.ci[0]:.3f}, {s.ci[1]:.3f}]" if s.ci and s.ci[0] is not None else ""
         console.print(f"speedup       {s.speedup:.3f}x{ci}  (Critic-verified)")
     counts = ", ".join(f"{k} {v}" for k, v in sorted(s.counts.items()))

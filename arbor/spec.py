@@ -7,11 +7,17 @@ server flags dropped between phases).
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
-from typing import Literal
+from urllib.parse import urlsplit
+from typing import Annotated, Literal, Union
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationError, field_validator,
+                      model_validator)
+
+from .spec_replay import ReplayTarget
+from .spec_serving import ServingTarget
 
 
 class SpecError(ValueError):
@@ -46,8 +52,29 @@ class KernelTarget(_Strict):
 
 
 class Objective(_Strict):
-    metric: Literal["latency"] = "latency"
-    direction: Literal["minimize"] = "minimize"
+    # kernels: minimize latency. serving: maximize throughput_at_slo (max req/s whose latency
+    # percentiles meet the SLO) or hypervolume (the throughput-latency Pareto front's area)
+    metric: Literal["latency", "throughput_at_slo", "hypervolume"] = "latency"
+    direction: Literal["minimize", "maximize"] = "minimize"
+
+
+def _target_kind(v) -> str | None:
+    """``kind`` picks the target model; existing kernel campaigns omit it (default kernel)."""
+    kind = v.get("kind", "kernel") if isinstance(v, dict) else getattr(v, "kind", None)
+    return kind if isinstance(kind, str) else None
+
+
+Target = Annotated[Union[Annotated[KernelTarget, Tag("kernel")], Annotated[ServingTarget, Tag("serving")],
+                         Annotated[ReplayTarget, Tag("replay")]],
+                   Discriminator(_target_kind, custom_error_type="target_kind",
+                                 custom_error_message="unknown target kind: use kernel, serving or replay")]
+
+
+class Price(_Strict):
+    """US dollars per 1,000 tokens."""
+
+    prompt_per_1k: float = Field(ge=0)
+    completion_per_1k: float = Field(ge=0)
 
 
 class Budget(_Strict):
@@ -56,24 +83,152 @@ class Budget(_Strict):
     patience: int | None = Field(default=None, ge=1, description="stop after K steps without a new best")
     target_speedup: float | None = Field(default=None, gt=1)
     max_failures_in_row: int = Field(default=8, ge=1)
+    max_tokens: int | None = Field(default=None, ge=1, description="LLM prompt + completion tokens, all runs")
+    max_cost_usd: float | None = Field(default=None, gt=0)
+    prices: dict[str, Price] = Field(default_factory=dict, description="model name (or '*') -> USD per 1k tokens")
+
+
+StructuredMode = Literal["auto", "json_schema", "tools", "json_object", "text"]
+LLM_ROLES = ("orchestrator", "specialist", "critic")
+
+
+def _env_name(v: str | None) -> str | None:
+    """api_key_env holds the NAME of an environment variable; a key pasted here would end up in
+    the store (the spec is saved with the campaign), so anything key-shaped is refused."""
+    if v is None:
+        return v
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,127}", v) or (len(v) > 24 and not v.isupper()):
+        raise ValueError("must be the NAME of an environment variable (e.g. OPENAI_API_KEY), not the key itself")
+    return v
+
+
+def _endpoint(v: str | None) -> str | None:
+    """The spec is stored with the campaign: credentials in the URL would be stored with it."""
+    if v is None:
+        return v
+    parts = urlsplit(v)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError("must be an http(s) URL such as http://127.0.0.1:8000/v1")
+    if parts.username or parts.password:
+        raise ValueError("must not carry credentials — put the key in an environment variable named by api_key_env")
+    return v
+
+
+class AgentRole(_Strict):
+    """Per-role overrides of the LLM settings in ``agents:`` (unset fields inherit them)."""
+
+    backend: Literal["heuristic", "openai"] | None = None
+    base_url: str | None = None
+    model: str | None = None
+    api_key_env: str | None = None
+    temperature: float | None = Field(default=None, ge=0, le=2)
+    max_retries: int | None = Field(default=None, ge=0, le=20)
+    timeout_s: float | None = Field(default=None, gt=0)
+    structured_output: StructuredMode | None = None
+    max_output_tokens: int | None = Field(default=None, ge=64)
+    prompt_tokens: int | None = Field(default=None, ge=500)
+
+    @field_validator("api_key_env")
+    @classmethod
+    def _env(cls, v: str | None) -> str | None:
+        return _env_name(v)
+
+    @field_validator("base_url")
+    @classmethod
+    def _url(cls, v: str | None) -> str | None:
+        return _endpoint(v)
 
 
 class Agents(_Strict):
-    backend: Literal["heuristic"] = "heuristic"
+    backend: Literal["heuristic", "openai"] = "heuristic"
     seed: int = 0
     policy: Literal["puct", "ucb1", "greedy", "random"] = "puct"
     exploration: float = Field(default=1.0, ge=0)
     proposals_per_step: int = Field(default=1, ge=1, le=16)
+    # LLM settings shared by every role whose backend is openai (roles below override them)
+    base_url: str | None = Field(default=None, description="OpenAI-compatible endpoint; unset = api.openai.com")
+    model: str | None = None
+    api_key_env: str | None = Field(default=None, description="NAME of the env variable holding the key")
+    temperature: float = Field(default=0.2, ge=0, le=2)
+    max_retries: int = Field(default=4, ge=0, le=20)
+    timeout_s: float = Field(default=120, gt=0)
+    structured_output: StructuredMode = "auto"
+    max_output_tokens: int = Field(default=4096, ge=64)
+    prompt_tokens: int = Field(default=8000, ge=500, description="token budget of one assembled prompt")
+    retry_backoff_s: float = Field(default=1.0, ge=0, le=60)
+    max_llm_failures_in_row: int = Field(default=3, ge=1, description="stop after N LLM calls in a row fail")
+    max_children: int = Field(default=4, ge=1, le=64, description="LLM specialists: children per node")
+    orchestrator: AgentRole = Field(default_factory=AgentRole)
+    specialist: AgentRole = Field(default_factory=AgentRole)
+    critic: AgentRole = Field(default_factory=AgentRole)
+
+    @field_validator("api_key_env")
+    @classmethod
+    def _env(cls, v: str | None) -> str | None:
+        return _env_name(v)
+
+    @field_validator("base_url")
+    @classmethod
+    def _url(cls, v: str | None) -> str | None:
+        return _endpoint(v)
+
+    def role(self, name: str) -> dict:
+        """Effective settings of one role: its overrides on top of the shared ones."""
+        r: AgentRole = getattr(self, name)
+        keys = [k for k in AgentRole.model_fields]
+        return {k: getattr(r, k) if getattr(r, k) is not None else getattr(self, k) for k in keys}
+
+    @model_validator(mode="after")
+    def _llm_roles(self):
+        for name in LLM_ROLES:
+            eff = self.role(name)
+            if eff["backend"] == "openai" and not eff["model"]:
+                raise ValueError(f"{name} uses the openai backend but names no model — set agents.model "
+                                 f"or agents.{name}.model")
+        return self
+
+
+class DockerOptions(_Strict):
+    """``sandbox.kind: docker`` settings (see sandbox/docker_runner.py)."""
+
+    image: str = Field(default="host", min_length=1,
+                       description="host | cpu | cuda (recipes in sandbox/dockerfiles) or a local image")
+    build: bool = Field(default=True, description="build a missing recipe image")
+    warm: bool = Field(default=True, description="reuse one container per campaign and device")
+    cpus: float | None = Field(default=None, gt=0)
+    pids_limit: int = Field(default=512, ge=16)
+    tmpfs_mb: int = Field(default=2048, ge=16)
+    base_url: str | None = Field(default=None, description="engine URL; default $DOCKER_HOST")
+    python: str | None = Field(default=None, description="interpreter inside the image")
+
+
+class ClockTargetsCfg(_Strict):
+    graphics_mhz: int | None = Field(default=None, gt=0)
+    memory_mhz: int | None = Field(default=None, gt=0)
+    tolerance_mhz: int = Field(default=50, ge=0)
+    settle_s: float = Field(default=3.0, ge=0)
 
 
 class Sandbox(_Strict):
-    kind: Literal["local"] = "local"
+    kind: Literal["local", "docker"] = "local"
     timeout_s: float = Field(default=180, gt=0)
     memory_gb: float | None = Field(default=8, gt=0)
+    network: Literal["none", "host"] = "none"
+    filesystem: Literal["isolate", "host"] = Field(default="isolate", description="local runner: Landlock")
+    max_processes: int = Field(default=512, ge=8)
+    max_open_files: int = Field(default=1024, ge=64)
+    max_file_mb: float | None = Field(default=1024, gt=0)
+    docker: DockerOptions = Field(default_factory=DockerOptions)
+    # GPU clocks: lock (pin + read back, refuse if they did not take), verify (check / record),
+    # ignore (record only). CPU campaigns only record the host fingerprint.
+    clocks: Literal["lock", "verify", "ignore"] = "verify"
+    clock_targets: ClockTargetsCfg = Field(default_factory=ClockTargetsCfg)
+    gpu_backend: Literal["auto", "nvml", "nvidia-smi", "amd-smi"] = "auto"
 
 
 class Measurement(_Strict):
-    seeds: list[int] = Field(default_factory=lambda: [0, 1, 2], min_length=3)
+    seeds: list[int] = Field(default_factory=lambda: [0, 1, 2, 3, 4], min_length=3,
+                             description="correctness rounds, each with fresh inputs (5 by default)")
     warmup_s: float = Field(default=0.3, ge=0)
     time_budget_s: float = Field(default=2.0, gt=0)
     min_repeats: int = Field(default=10, ge=5)
@@ -88,11 +243,32 @@ class Measurement(_Strict):
 
 
 class Critic(_Strict):
+    """Every threshold of the Critic's gates (agents/critic/gates.py), with defaults."""
+
     max_cv: float = Field(default=0.15, gt=0, description="coefficient of variation above which we remeasure")
     confidence: float = Field(default=0.95, gt=0.5, lt=1)
     bootstrap_resamples: int = Field(default=2000, ge=1000)
     min_speedup: float = Field(default=1.01, ge=1.0, description="minimum effect size")
+    mw_alpha: float = Field(default=0.05, gt=0, le=0.5, description="Mann-Whitney U must give p below this")
     max_remeasures: int = Field(default=1, ge=0, le=5)
+    confirm_new_best: bool = Field(default=True, description="re-measure a new best before building on it")
+    close_fraction: float = Field(default=0.99, gt=0.5, le=1.0,
+                                  description="share of output elements that must be within tolerance")
+    outlier_factor: float = Field(default=10.0, ge=1.0,
+                                  description="no element may be further off than this many tolerances")
+    allow_degenerate_reference: bool = Field(default=False, description="accept a constant/zero reference output")
+    allow_imports: list[str] = Field(default_factory=list,
+                                     description="modules the static guard lets candidates import (e.g. ctypes)")
+    plausibility_slack: float = Field(default=2.0, ge=1.0,
+                                      description="hack_suspected only when faster than speed of light / slack")
+    plausibility_flops: bool = Field(default=False, description="also floor by the reference's FLOPs "
+                                     "(only for problems whose algorithm cannot change)")
+    min_timed_coverage: float = Field(default=0.5, ge=0, le=1,
+                                      description="CPU: share of the timing phase inside the timer")
+    clock_tolerance_mhz: float = Field(default=50.0, ge=0, description="locked GPU clocks vs the baseline's")
+    check_env: bool = Field(default=True, description="env_drift gate on/off")
+    quiet_window_s: float = Field(default=0.15, ge=0.05, le=5,
+                                  description="idle window after timing in which candidate threads must not work")
 
 
 class Skills(_Strict):
@@ -106,7 +282,7 @@ class StoreCfg(_Strict):
 class CampaignSpec(_Strict):
     name: str = Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9_.\-]+$")
     description: str = ""
-    target: KernelTarget
+    target: Target
     objective: Objective = Field(default_factory=Objective)
     budget: Budget = Field(default_factory=Budget)
     agents: Agents = Field(default_factory=Agents)
@@ -123,7 +299,39 @@ class CampaignSpec(_Strict):
     def _name(cls, v: str) -> str:
         return v.strip()
 
+    @model_validator(mode="after")
+    def _priced_models(self):
+        """A cost budget is only enforceable when every LLM model has a price."""
+        if self.budget.max_cost_usd is None:
+            return self
+        for role in LLM_ROLES:
+            eff = self.agents.role(role)
+            if eff["backend"] == "openai" and eff["model"] not in self.budget.prices and "*" not in self.budget.prices:
+                raise ValueError(f"budget.max_cost_usd is set but budget.prices has no price for model "
+                                 f"{eff['model']!r} — add prices: {{{eff['model']}: {{prompt_per_1k: ..., "
+                                 "completion_per_1k: ...}} (or '*' for any model)")
+        return self
+
+    @model_validator(mode="after")
+    def _objective_fits_target(self):
+        """Serving campaigns maximize throughput at the SLO unless they name hypervolume."""
+        serving = self.target.kind == "serving"
+        if "objective" not in self.model_fields_set:
+            if serving:
+                self.objective = Objective(metric="throughput_at_slo", direction="maximize")
+            return self
+        ok = ("throughput_at_slo", "hypervolume") if serving else ("latency",)
+        if self.objective.metric not in ok:
+            raise ValueError(f"objective.metric {self.objective.metric!r} does not fit a {self.target.kind} "
+                             f"target — use {' or '.join(ok)}")
+        want = "maximize" if serving else "minimize"
+        if self.objective.direction != want:
+            raise ValueError(f"objective.direction must be {want} for {self.objective.metric}")
+        return self
+
     def problem_path(self) -> Path:
+        if self.target.kind != "kernel":
+            raise AttributeError("problem_path() is for kernel targets")
         p = Path(self.target.problem).expanduser()
         return p if p.is_absolute() else (self.base_dir / p).resolve()
 
@@ -135,6 +343,12 @@ class CampaignSpec(_Strict):
                 return f"sqlite:///{(self.base_dir / rel).resolve()}"
             return url
         return f"sqlite:///{(self.base_dir / 'arbor.db').resolve()}"
+
+    def landscape_path(self) -> Path:
+        if self.target.kind != "replay":
+            raise AttributeError("landscape_path() is for replay targets")
+        p = Path(self.target.landscape).expanduser()
+        return p if p.is_absolute() else (self.base_dir / p).resolve()
 
     def runs_dir(self) -> Path:
         return self.base_dir / "arbor_runs" / self.name
@@ -158,13 +372,18 @@ _HINTS = {
     "dict_type": "use a mapping (key: value)",
     "list_type": "use a list",
     "model_type": "use a mapping (key: value)",
+    "target_kind": "set target.kind: kernel (a KernelBench problem), serving (a server + knobs) or replay "
+                   "(a recorded landscape)",
 }
 
 
 def format_validation_error(exc: ValidationError, source: str) -> list[str]:
     lines = []
     for err in exc.errors():
-        loc = ".".join(str(p) for p in err["loc"]) or "(top level)"
+        parts = list(err["loc"])
+        if len(parts) > 1 and parts[0] == "target" and parts[1] in ("kernel", "serving", "replay"):
+            del parts[1]  # the union's tag, not a field the user wrote
+        loc = ".".join(str(p) for p in parts) or "(top level)"
         msg = err["msg"].removeprefix("Value error, ")
         hint = _HINTS.get(err["type"], "see campaigns/quickstart.yaml for a valid example")
         lines.append(f"{source}: {loc}: {msg} — {hint}")

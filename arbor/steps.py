@@ -144,18 +144,25 @@ def _evidence(ctx: Context, node: NodeRecord) -> tuple[Evidence, object]:
     parent = ctx.store.get_node(node.parent_id) if node.parent_id else None
     confirming = last.purpose == "confirm"
     prev = None
-    if confirming:
+    if confirming:  # the speedup the Critic computed for the attempt it asked to confirm
         passed = [v for v in verdicts if v.diagnosis == "confirm" and v.measurement_id is not None]
-        prev_m = next((m for m in ms if passed and m.id == passed[-1].measurement_id), None)
-        prev = (prev_m.stats or {}).get("speedup") if prev_m else None
+        stats = next((g["stats"] for g in (passed[-1].gates if passed else []) if "stats" in g), {})
+        prev = stats.get("speedup")
+    root_id = ctx.campaign.root_node_id
+    base_fp = None
+    if root_id is not None and root_id != node.id:
+        root_ms = [m for m in ctx.store.measurements(root_id) if m.status == "ok"]
+        base_fp = root_ms[-1].fingerprint if root_ms else None
     ev = Evidence(
         is_root=node.parent_id is None, attempt=last.attempt, purpose=last.purpose, status=last.status,
         error_class=last.error_class, error_text=last.error_text, correctness=last.correctness or [],
         parent_speedup=(parent.speedup or 1.0) if parent else 1.0,
         best_speedup=ctx.index.best_speedup(),
         noise_floor=ctx.noise_floor,
-        remeasures_done=sum(1 for v in verdicts if v.decision == "remeasure" and v.diagnosis == "unstable"),
+        remeasures_done=sum(1 for v in verdicts if v.decision == "remeasure"
+                            and v.diagnosis in ("unstable", "env_drift")),
         previous_speedup=prev,
+        fingerprint=last.fingerprint or {}, baseline_fingerprint=base_fp, facts=last.stats or {},
     )
     return ev, last
 

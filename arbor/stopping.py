@@ -5,7 +5,8 @@ from __future__ import annotations
 from arbor.search_tree.index import TreeIndex
 from arbor.spec import Budget
 
-FAILED_DIAGNOSES = {"compile_error", "runtime_error", "timeout", "oom", "harness_error", "hack_suspected"}
+FAILED_DIAGNOSES = {"compile_error", "runtime_error", "timeout", "oom", "harness_error", "hack_suspected",
+                    "startup_failed"}
 
 
 def stop_reason(budget: Budget, index: TreeIndex, evals: int, elapsed_s: float) -> str | None:
@@ -28,4 +29,21 @@ def stop_reason(budget: Budget, index: TreeIndex, evals: int, elapsed_s: float) 
     tail = list(index.recent_finished)[-budget.max_failures_in_row:]
     if len(tail) == budget.max_failures_in_row and all(d in FAILED_DIAGNOSES for _, d in tail):
         return f"crash storm: the last {len(tail)} candidates all failed"
+    return None
+
+
+def llm_stop_reason(llm) -> str | None:
+    """LLM agents' stop conditions (``llm`` is the campaign's LLMRuntime, None without LLM roles):
+    the token or cost budget is spent, or an LLM agent got no usable answer N calls in a row.
+    Both stop between steps, so nothing measured is lost and raising the budget (or fixing the
+    endpoint) and running again resumes the campaign."""
+    if llm is None:
+        return None
+    st = llm.state()
+    if st.usage.exhausted:
+        return st.usage.exhausted
+    if st.failures_in_row >= st.max_failures_in_row:
+        last = (st.last_failure or "")[:300]
+        return (f"LLM unavailable: {st.failures_in_row} calls in a row got no usable answer (last: {last}) — "
+                "check the endpoint (agents.base_url, model, key), then run again to resume")
     return None

@@ -13,16 +13,21 @@ import json
 import secrets
 import signal
 import sys
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 
+from arbor.sandbox import devices
 from arbor.sandbox.runner import Job, JobResult, Runner
 
-__all__ = ["KernelRequest", "KernelMeasurement", "measure_kernel", "HARNESS_PATH", "ERROR_CLASSES"]
+__all__ = ["KernelRequest", "KernelMeasurement", "measure_kernel", "measure_kernels", "HARNESS_PATH",
+           "ERROR_CLASSES"]
 
 HARNESS_PATH = Path(__file__).parent / "harness" / "kernel_harness.py"
-CHECKS_PATH = HARNESS_PATH.with_name("kernel_checks.py")
-ERROR_CLASSES = ("compile_error", "runtime_error", "timeout", "oom", "incorrect", "harness_error")
+# Shipped beside the harness and loaded by path in the child (never imported from Arbor there).
+HARNESS_MODULES = ("kernel_checks.py", "integrity.py", "timing.py", "cost.py", "fingerprint.py",
+                   "correctness.py", "batch.py")
+ERROR_CLASSES = ("compile_error", "runtime_error", "timeout", "oom", "incorrect", "hack_suspected",
+                 "harness_error")
 _HARNESS_NAME = "kernel_harness.py"
 _TEXT_LIMIT = 4000
 
@@ -33,9 +38,12 @@ class KernelRequest:
 
     problem_source: str
     candidate_source: str
-    seeds: list[int] = field(default_factory=lambda: [0, 1, 2])
-    atol: float = 1e-4
-    rtol: float = 1e-4
+    seeds: list[int] = field(default_factory=lambda: [0, 1, 2, 3, 4])
+    atol: float | None = None  # None: per output dtype (1e-4 fp32, 1e-2 fp16/bf16)
+    rtol: float | None = None
+    close_fraction: float = 0.99  # share of elements that must be within tolerance
+    outlier_factor: float = 10.0  # and none further out than this many tolerances
+    allow_degenerate: bool = False  # a constant/zero reference output is an error unless allowed
     sizes: dict[str, int] = field(default_factory=dict)
     size_scale: float | None = None
     dtype: str | None = None
@@ -49,6 +57,8 @@ class KernelRequest:
     mode: str = "ab"
     timeout_s: float = 120.0
     memory_bytes: int | None = 8 << 30
+    quiet_s: float = 0.15  # idle window after timing in which candidate threads must not work
+    peak: dict | None = None  # CPU peak rates; None: looked up in the cache, else measured once
 
 
 @dataclass
@@ -68,6 +78,10 @@ class KernelMeasurement:
     input_shapes: list | None = None
     warnings: list[str] = field(default_factory=list)
     extra: dict = field(default_factory=dict)
+    # Harness facts the Critic checks (reference cost, device peak, per-side inner counts, timer
+    # cross-check, process audit). Stored as the measurement's ``stats``; the Critic's own
+    # statistics are computed from the raw samples and live in its verdict.
+    stats: dict = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -88,7 +102,8 @@ def _tail(text: str, limit: int = _TEXT_LIMIT) -> str:
 
 def _request_json(req: KernelRequest, nonce: str) -> str:
     body = {k: v for k, v in asdict(req).items() if k not in ("problem_source", "candidate_source")}
-    body.update(problem_file="problem.py", candidate_file="candidate.py", nonce=nonce)
+    body.update(problem_file="problem.py", candidate_file="candidate.py", nonce=nonce,
+                measure_peak=req.peak is None and not req.device.startswith("cuda"))
     return json.dumps(body)
 
 
@@ -101,7 +116,8 @@ def build_job(req: KernelRequest, nonce: str) -> Job:
         argv=[sys.executable, "-I", "-B", _HARNESS_NAME, "request.json"],
         files={
             _HARNESS_NAME: HARNESS_PATH.read_text(encoding="utf-8"),
-            CHECKS_PATH.name: CHECKS_PATH.read_text(encoding="utf-8"),
+            **{name: HARNESS_PATH.with_name(name).read_text(encoding="utf-8")
+               for name in HARNESS_MODULES},
             "problem.py": req.problem_source,
             "candidate.py": req.candidate_source,
             "request.json": _request_json(req, nonce),
@@ -161,8 +177,10 @@ def _classify_death(res: JobResult, req: KernelRequest, partial: dict | None) ->
 
 
 def _from_result(data: dict, res: JobResult) -> KernelMeasurement:
-    extra = {k: data.get(k) for k in ("phase", "recheck", "sizes_applied")}
+    extra = {k: data.get(k) for k in ("phase", "recheck", "probe", "sizes_applied")}
     extra.update(returncode=res.returncode, stderr_tail=_tail(res.stderr_tail))
+    stats = dict(data.get("stats") or {})
+    stats["job_wall_s"] = res.duration_s  # measured by the parent: the candidate cannot touch it
     return KernelMeasurement(
         status=data.get("status", "error"),
         error_class=data.get("error_class"),
@@ -171,12 +189,15 @@ def _from_result(data: dict, res: JobResult) -> KernelMeasurement:
         baseline_samples=[float(x) for x in data.get("baseline_samples") or []],
         candidate_samples=[float(x) for x in data.get("candidate_samples") or []],
         inner=int(data.get("inner") or 0),
-        fingerprint=dict(data.get("fingerprint") or {}),
+        # the runner's view (host facts, GPU clocks, throttle reasons, read outside the sandbox
+        # where the candidate cannot lie about them) wins over the harness's view from inside
+        fingerprint={**(data.get("fingerprint") or {}), **(getattr(res, "fingerprint", None) or {})},
         duration_s=res.duration_s,
         phase_times=dict(data.get("phase_times") or {}),
         input_shapes=data.get("input_shapes"),
-        warnings=list(data.get("warnings") or []),
+        warnings=list(data.get("warnings") or []) + list(getattr(res, "notes", None) or []),
         extra=extra,
+        stats=stats,
     )
 
 
@@ -203,17 +224,20 @@ def precheck_candidate(source: str) -> KernelMeasurement | None:
     return None
 
 
-def measure_kernel(runner: Runner, req: KernelRequest) -> KernelMeasurement:
-    """Measure one candidate against its reference. Failures come back as data, never raised."""
-    if req.mode != "aa":
-        rejected = precheck_candidate(req.candidate_source)
-        if rejected is not None:
-            return rejected
-    nonce = secrets.token_hex(16)
-    res = runner.run(build_job(req, nonce))
+def _with_peak(req: KernelRequest) -> KernelRequest:
+    if req.peak is None and not req.device.startswith("cuda"):
+        return replace(req, peak=devices.cached_cpu_peak())
+    return req
+
+
+def _finish(res: JobResult, req: KernelRequest, nonce: str) -> KernelMeasurement:
+    """Turn what one measurement left behind into a KernelMeasurement; never raises."""
     data = _parse(res, nonce)
     if data is not None and data.get("status") in ("ok", "error") and not res.timed_out:
         m = _from_result(data, res)
+        peak = m.stats.get("peak") or {}
+        if not req.device.startswith("cuda") and peak.get("source") == "measured":
+            devices.store_cpu_peak(peak)
         if m.status == "error" and m.error_class not in ERROR_CLASSES:
             m.error_class = "harness_error"
         return m
@@ -222,3 +246,65 @@ def measure_kernel(runner: Runner, req: KernelRequest) -> KernelMeasurement:
     m.status, m.error_class, m.error_text = "error", error_class, _tail(text)
     m.baseline_samples, m.candidate_samples = [], []
     return m
+
+
+def measure_kernel(runner: Runner, req: KernelRequest) -> KernelMeasurement:
+    """Measure one candidate against its reference. Failures come back as data, never raised."""
+    if req.mode != "aa":
+        rejected = precheck_candidate(req.candidate_source)
+        if rejected is not None:
+            return rejected
+    nonce = secrets.token_hex(16)
+    req = _with_peak(req)
+    return _finish(runner.run(build_job(req, nonce)), req, nonce)
+
+
+def measure_kernels(runner: Runner, reqs: list[KernelRequest]) -> list[KernelMeasurement]:
+    """Measure several candidates in ONE sandbox job: the harness imports torch once and forks a
+    child per request (harness/batch.py), so each candidate still runs in a process of its own.
+    For corpora, benchmarks and A/A studies, where torch's import would dominate the cost."""
+    out: list[KernelMeasurement | None] = [None] * len(reqs)
+    todo = []
+    for i, r in enumerate(reqs):
+        rejected = precheck_candidate(r.candidate_source) if r.mode != "aa" else None
+        if rejected is not None:
+            out[i] = rejected
+        else:
+            todo.append((i, _with_peak(r), secrets.token_hex(16)))
+    if todo:
+        jobs = [build_job(r, n) for _, r, n in todo]
+        files = {k: v for k, v in jobs[0].files.items() if k not in ("problem.py", "candidate.py", "request.json")}
+        entries = []
+        for k, ((_, r, nonce), job) in enumerate(zip(todo, jobs)):
+            files[f"problem-{k}.py"], files[f"candidate-{k}.py"] = r.problem_source, r.candidate_source
+            body = json.loads(job.files["request.json"])
+            entries.append({**body, "problem_file": f"problem-{k}.py", "candidate_file": f"candidate-{k}.py"})
+        files["request.json"] = json.dumps({"batch": entries})
+        limits = [j.memory_bytes for j in jobs]
+        batch = Job(argv=jobs[0].argv, files=files, timeout_s=sum(r.timeout_s for _, r, _ in todo) + 30,
+                    collect=[f"{p}-{k}.{e}" for k in range(len(todo))
+                             for p, e in (("result", "json"), ("status", "json"), ("stderr", "txt"))],
+                    memory_bytes=None if None in limits else max(limits))
+        res = runner.run(batch)
+        for k, (i, r, nonce) in enumerate(todo):
+            out[i] = _finish(_child_result(res, k), r, nonce)
+    return [m for m in out if m is not None]
+
+
+def _child_result(res: JobResult, k: int) -> JobResult:
+    """The k-th child's end as if it had been a job of its own (the parent harness timed it)."""
+    try:
+        st = json.loads(res.outputs[f"status-{k}.json"])
+    except (KeyError, ValueError):
+        st = None  # the whole job died before this child ended
+    raw = res.outputs.get(f"result-{k}.json")
+    err = (res.outputs.get(f"stderr-{k}.txt") or b"").decode("utf-8", errors="replace")
+    return JobResult(
+        returncode=st["returncode"] if st else res.returncode,
+        timed_out=bool(st["timed_out"]) if st else res.timed_out,
+        duration_s=float(st["duration_s"]) if st else res.duration_s,
+        stdout_tail="", stderr_tail=_tail(err or res.stderr_tail),
+        outputs={"result.json": raw} if raw is not None else {},
+        signal=st["signal"] if st else res.signal,
+        fingerprint=dict(getattr(res, "fingerprint", None) or {}),
+        notes=list(getattr(res, "notes", None) or []))

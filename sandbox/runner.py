@@ -1,50 +1,46 @@
 """Runners: execute one untrusted job (a command plus its input files) and hand back what it left.
 
 Every candidate Arbor measures is code written by a model, so a job is treated as hostile: it runs in
-a throw-away working directory, in its own session (so one ``killpg`` reaches everything it spawned,
-which is how OpenEvolve-style "the timeout could not kill the worker" failures are avoided), under
-rlimits, with an environment that carries no secrets, and with its output captured to files whose
-*tail* only is read back (a candidate printing gigabytes must not exhaust the harness's memory).
+a throw-away working directory, under rlimits, with an environment that carries no secrets, with
+its output drained to a bounded tail, and every process it started — including ones that called
+``setsid`` — is found and killed when it ends or times out (OpenEvolve's "the timeout could not
+kill the worker" failure). The local runner adds kernel isolation where the OS allows it
+(``isolation.py``: Landlock, a private network namespace) and says so, as a notice, where not.
 
-``LocalRunner`` is the development runner. A Docker runner (``network_mode="none"``, read-only root,
-tmpfs workdir) implements the same ``Runner.run(Job) -> JobResult`` contract, which is why a job is
-self-contained: argv plus files, never paths into the host's checkout.
+``LocalRunner`` is the development runner; ``DockerRunner`` (``docker_runner.py``) implements the same
+``Runner.run(Job) -> JobResult`` contract, which is why a job is self-contained: argv plus files,
+never paths into the host's checkout.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import resource
-import shutil
+import select
 import signal as _signal
-import stat
 import subprocess
 import tempfile
 import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from types import TracebackType
+from typing import Protocol
 
-__all__ = ["Job", "JobResult", "Runner", "LocalRunner", "make_runner", "RUNNERS"]
+from . import isolation
+from .jobio import Drain, rmtree, safe_relpath, scrubbed_env
+from .proctree import TOKEN_VAR, ProcessTree, cgroup_available, cleanup_stale
 
-# Variables copied from the parent when present. Thread counts keep timings comparable; device
-# visibility keeps a job on the GPU it was given; LD_LIBRARY_PATH is needed by some CUDA installs.
-# Nothing here can carry a credential.
-_PASSTHROUGH_ENV = (
-    "PATH",
-    "LANG",
-    "LC_ALL",
-    "OMP_NUM_THREADS",
-    "MKL_NUM_THREADS",
-    "OPENBLAS_NUM_THREADS",
-    "NUMEXPR_NUM_THREADS",
-    "CUDA_VISIBLE_DEVICES",
-    "HIP_VISIBLE_DEVICES",
-    "ROCR_VISIBLE_DEVICES",
-    "LD_LIBRARY_PATH",
-)
-_TRUNCATION_MARK = "[... {n} earlier bytes discarded ...]\n"
+__all__ = ["Job", "JobResult", "Runner", "JobHook", "LocalRunner", "SandboxError", "make_runner",
+           "RUNNERS", "runner_kinds"]
+
+
+class SandboxError(RuntimeError):
+    """The sandbox itself cannot work (engine down, image missing, clocks refused).
+
+    ``str()`` is one line per problem naming what failed and the fix; the CLI prints it and exits 2.
+    """
 
 
 @dataclass
@@ -73,6 +69,24 @@ class JobResult:
     stderr_tail: str
     outputs: dict[str, bytes]
     signal: int | None = None
+    fingerprint: dict = field(default_factory=dict)  # the machine as it was (hooks fill it)
+    notes: list[str] = field(default_factory=list)  # containment events: strays killed, floods
+    stdout_bytes: int = 0
+    stderr_bytes: int = 0
+    oom_killed: bool | None = None  # the kernel OOM killer ended it (None: the runner cannot tell)
+
+
+class JobHook(Protocol):
+    """Runs around every job: clock verification before, the environment fingerprint after.
+
+    ``before`` may raise ``SandboxError`` to refuse to measure (e.g. clocks did not lock).
+    """
+
+    def before(self, job: Job) -> None: ...
+
+    def after(self, job: Job, result: JobResult) -> None: ...
+
+    def close(self) -> None: ...
 
 
 class Runner(ABC):
@@ -80,12 +94,38 @@ class Runner(ABC):
 
     name: str = "abstract"
 
-    @abstractmethod
+    def __init__(self) -> None:
+        self.hooks: list[JobHook] = []
+        self.notices: list[str] = []  # isolation that could not be had here, shown as warnings
+
     def run(self, job: Job) -> JobResult:
         """Run ``job`` to completion or to its time limit and return what it produced."""
+        if not job.argv:
+            raise ValueError("job.argv is empty: nothing to run")
+        for hook in self.hooks:
+            hook.before(job)
+        result = self._execute(job)
+        for hook in self.hooks:
+            hook.after(job, result)
+        return result
+
+    @abstractmethod
+    def _execute(self, job: Job) -> JobResult:
+        """The runner-specific part of ``run``."""
 
     def close(self) -> None:
-        """Release long-lived resources (warm containers, pools). Default: nothing to release."""
+        """Release long-lived resources (warm containers), then let hooks undo what they did
+        (restore GPU clocks). Idempotent; the campaign calls it on every way out."""
+        try:
+            self._release()
+        finally:
+            for hook in self.hooks:
+                closer = getattr(hook, "close", None)
+                if closer is not None:
+                    closer()
+
+    def _release(self) -> None:
+        """Runner-specific clean-up. Default: nothing to release."""
 
     def __enter__(self) -> Runner:
         return self
@@ -99,153 +139,222 @@ class Runner(ABC):
         self.close()
 
 
-def _safe_relpath(name: str) -> PurePosixPath:
-    """Reject absolute names and ``..`` so a job can never write or read outside its workdir."""
-    p = PurePosixPath(name)
-    if not name or p.is_absolute() or ".." in p.parts:
-        raise ValueError(f"job file name {name!r} must be a relative path inside the workdir")
-    return p
-
-
-def _rmtree(path: str) -> None:
-    """Remove a tree even if the job chmod-ed parts of it read-only."""
-
-    def onerror(func, p, _exc):  # type: ignore[no-untyped-def]
-        try:
-            os.chmod(p, stat.S_IRWXU)
-            parent = os.path.dirname(p)
-            os.chmod(parent, stat.S_IRWXU)
-            func(p)
-        except OSError:
-            pass
-
-    shutil.rmtree(path, onerror=onerror)
-    if os.path.exists(path):  # last resort; a leftover temp dir is a leak, never an error
-        shutil.rmtree(path, ignore_errors=True)
-
-
-def _read_tail(path: Path, limit: int) -> str:
-    """Read at most ``limit`` trailing bytes; the head of a flood is rarely the useful part."""
+def _wait(proc: subprocess.Popen, timeout: float) -> None:
+    """``proc.wait(timeout)`` without its 50 ms polling: a pidfd wakes us the moment it exits."""
     try:
-        size = path.stat().st_size
-        with path.open("rb") as f:
-            if size > limit:
-                f.seek(size - limit)
-            data = f.read(max(limit, 0))
+        fd = os.pidfd_open(proc.pid)
+    except (AttributeError, OSError):
+        proc.wait(timeout=timeout)
+        return
+    try:
+        poller = select.poll()
+        poller.register(fd, select.POLLIN)
+        ready = poller.poll(timeout * 1000)
+    finally:
+        os.close(fd)
+    if not ready:
+        raise subprocess.TimeoutExpired(proc.args, timeout)
+    proc.wait()
+
+
+def _uid_process_count() -> int:
+    uid = os.getuid()
+    n = 0
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                n += os.stat(f"/proc/{d}").st_uid == uid
+            except OSError:
+                pass
+    return n
+
+
+_WORKDIR_PREFIX = "arbor-job-"
+_STALE_WORKDIR = re.compile(r"^arbor-job-(\d+)-")
+
+
+def _remove_stale_workdirs(base_tmp: str | None) -> None:
+    """Workdirs whose owning Arbor died (kill -9) are removed by the next runner that starts."""
+    base = Path(base_tmp or tempfile.gettempdir())
+    try:
+        entries = list(base.iterdir())
     except OSError:
-        return ""
-    text = data.decode("utf-8", errors="replace")
-    if size > limit:
-        text = _TRUNCATION_MARK.format(n=size - limit) + text
-    return text
-
-
-def _scrubbed_env(workdir: str, extra: dict[str, str]) -> dict[str, str]:
-    env = {k: os.environ[k] for k in _PASSTHROUGH_ENV if k in os.environ}
-    env.setdefault("PATH", os.defpath)
-    env.update({"HOME": workdir, "TMPDIR": workdir, "PYTHONHASHSEED": "0"})
-    env.update(extra)
-    return env
-
-
-def _make_preexec(job: Job):  # type: ignore[no-untyped-def]
-    """Build the function that sets rlimits in the child between fork and exec.
-
-    Only ``resource.setrlimit`` runs there (no allocation-heavy Python, no locks), which keeps the
-    documented preexec_fn/threads hazard negligible.
-    """
-    limits: list[tuple[int, int]] = [(resource.RLIMIT_CORE, 0)]
-    if job.memory_bytes is not None:
-        limits.append((resource.RLIMIT_AS, int(job.memory_bytes)))
-    if job.max_file_bytes is not None:
-        limits.append((resource.RLIMIT_FSIZE, int(job.max_file_bytes)))
-    if job.cpu_seconds is not None:
-        limits.append((resource.RLIMIT_CPU, int(job.cpu_seconds)))
-
-    def preexec() -> None:
-        for which, value in limits:
-            _soft, hard = resource.getrlimit(which)
-            if hard != resource.RLIM_INFINITY and value > hard:
-                value = hard
-            resource.setrlimit(which, (value, value))
-
-    return preexec
-
-
-def _killpg(pgid: int) -> None:
-    try:
-        os.killpg(pgid, _signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
+        return
+    for entry in entries:
+        m = _STALE_WORKDIR.match(entry.name)
+        if m is None or not entry.is_dir():
+            continue
+        try:
+            os.kill(int(m.group(1)), 0)
+        except ProcessLookupError:
+            rmtree(str(entry))
+        except (PermissionError, OverflowError):
+            pass
 
 
 class LocalRunner(Runner):
-    """Runs a job as a local subprocess in its own session, with rlimits and a wall-clock limit.
+    """Runs a job as a local subprocess: rlimits, a killed-whole tree, Landlock, no network.
 
-    Not a security boundary against a determined attacker (same user, same network, same
-    filesystem outside the workdir); it is a *containment* boundary against runaway, leaky or
-    careless candidates. Use the Docker runner for isolation.
+    Not a security boundary against a determined attacker with a kernel exploit; it *is* a
+    containment boundary against runaway, leaky, snooping or careless candidates. Options:
+
+    * ``network``: ``"none"`` (default) isolates the child (netns as root, Landlock TCP rules
+      otherwise; a notice says which); ``"host"`` leaves it alone.
+    * ``filesystem``: ``"isolate"`` (default) confines reads to system paths + the interpreter and
+      writes to the workdir via Landlock; ``"host"`` leaves it alone.
+    * ``max_processes`` / ``max_open_files`` / ``max_file_bytes``: caps on top of the job's own.
     """
 
     name = "local"
 
-    def __init__(self, base_tmp: str | None = None) -> None:
+    def __init__(self, base_tmp: str | None = None, *, network: str = "none",
+                 filesystem: str = "isolate", max_processes: int | None = 512,
+                 max_open_files: int | None = 1024, max_file_bytes: int | None = None,
+                 extra_read_paths: list[str] | tuple[str, ...] = ()) -> None:
+        super().__init__()
+        if network not in ("none", "host"):
+            raise ValueError(f"network must be 'none' or 'host', not {network!r}")
+        if filesystem not in ("isolate", "host"):
+            raise ValueError(f"filesystem must be 'isolate' or 'host', not {filesystem!r}")
         self.base_tmp = base_tmp
+        self.network, self.filesystem = network, filesystem
+        self.max_processes, self.max_open_files = max_processes, max_open_files
+        self.max_file_bytes = max_file_bytes
+        self.read_paths = isolation.default_read_paths() + [str(p) for p in extra_read_paths]
+        self.strays_killed_at_start = cleanup_stale()
+        _remove_stale_workdirs(base_tmp)
+        abi = isolation.landlock_abi() if filesystem == "isolate" or network == "none" else 0
+        self.use_netns = network == "none" and isolation.netns_available()
+        self.use_landlock = abi >= 1
+        if network == "none" and not self.use_netns:
+            self.notices.append(
+                "local sandbox: no private network namespace (needs root); "
+                + ("TCP connect/bind blocked by Landlock, UDP still open" if abi >= 4 else
+                   "candidates can reach the network — use sandbox.kind: docker to isolate it"))
+        if filesystem == "isolate" and not self.use_landlock:
+            self.notices.append("local sandbox: Landlock unavailable (Linux >= 5.13 needed): candidates "
+                                "can read files outside their workdir — use sandbox.kind: docker")
+        if self.use_landlock and abi < 6:
+            self.notices.append(f"local sandbox: Landlock ABI {abi} < 6: candidates can signal other "
+                                "processes of this user (Arbor included) — use sandbox.kind: docker")
+        if os.geteuid() == 0 and not cgroup_available():
+            self.notices.append("local sandbox: running as root without a pids cgroup: RLIMIT_NPROC "
+                                "does not bind root, a fork bomb is only stopped by the time limit")
 
-    def run(self, job: Job) -> JobResult:
-        if not job.argv:
-            raise ValueError("job.argv is empty: nothing to run")
-        workdir = tempfile.mkdtemp(prefix="arbor-job-", dir=self.base_tmp)
-        logdir = tempfile.mkdtemp(prefix="arbor-log-", dir=self.base_tmp)
+    # ------------------------------------------------------------------ child setup
+    def _preexec(self, job: Job, tree: ProcessTree, landlock: isolation.Landlock | None):  # type: ignore[no-untyped-def]
+        """The function run in the child between fork and exec (every lookup done up front)."""
+        limits: list[tuple[int, int]] = [(resource.RLIMIT_CORE, 0)]
+        if job.memory_bytes is not None:
+            limits.append((resource.RLIMIT_AS, int(job.memory_bytes)))
+        fsize = [v for v in (job.max_file_bytes, self.max_file_bytes) if v is not None]
+        if fsize:
+            limits.append((resource.RLIMIT_FSIZE, int(min(fsize))))
+        cpu = job.cpu_seconds if job.cpu_seconds is not None else int(job.timeout_s * (os.cpu_count() or 1)) + 10
+        limits.append((resource.RLIMIT_CPU, int(cpu)))
+        if self.max_open_files is not None:
+            limits.append((resource.RLIMIT_NOFILE, int(self.max_open_files)))
+        if self.max_processes is not None and os.geteuid() != 0:  # root ignores NPROC: cgroup does it
+            limits.append((resource.RLIMIT_NPROC, _uid_process_count() + int(self.max_processes)))
+        libc = isolation.libc()
+        prctl, unshare = libc.prctl, libc.unshare
+        parent, netns = os.getpid(), self.use_netns
+        drop_caps = isolation.make_capability_dropper() if os.geteuid() == 0 else None
+
+        def preexec() -> None:
+            tree.preexec()
+            for which, value in limits:
+                _soft, hard = resource.getrlimit(which)
+                if hard != resource.RLIM_INFINITY and value > hard:
+                    value = hard
+                resource.setrlimit(which, (value, value))
+            prctl(isolation.PR_SET_PDEATHSIG, _signal.SIGKILL, 0, 0, 0)  # `kill -9 arbor` kills us
+            if os.getppid() != parent:  # the parent died before prctl took effect
+                os._exit(1)
+            if netns and unshare(isolation.CLONE_NEWNET) != 0:
+                raise OSError("unshare(CLONE_NEWNET) failed")
+            if drop_caps is not None:
+                drop_caps()
+            prctl(isolation.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+            if landlock is not None:
+                landlock.restrict_self()
+
+        return preexec
+
+    # ------------------------------------------------------------------ run
+    def _execute(self, job: Job) -> JobResult:
+        workdir = tempfile.mkdtemp(prefix=f"{_WORKDIR_PREFIX}{os.getpid()}-", dir=self.base_tmp)
+        tree: ProcessTree | None = None
+        landlock = None
         try:
-            return self._run_in(job, workdir, Path(logdir))
+            tree = ProcessTree(max_processes=self.max_processes,
+                               cgroup_is_sealed=self.use_landlock and self.filesystem == "isolate")
+            if self.use_landlock:
+                landlock = isolation.Landlock.build(
+                    workdir, self.read_paths if self.filesystem == "isolate" else ["/"])
+            return self._run_in(job, workdir, tree, landlock)
         finally:
-            _rmtree(workdir)
-            _rmtree(logdir)
+            if landlock is not None:
+                landlock.close()
+            if tree is not None:
+                tree.kill_all(None)
+                tree.close()
+            rmtree(workdir)
 
-    def _run_in(self, job: Job, workdir: str, logdir: Path) -> JobResult:
+    def _run_in(self, job: Job, workdir: str, tree: ProcessTree,
+                landlock: isolation.Landlock | None) -> JobResult:
         root = Path(workdir)
         for name, content in job.files.items():
-            target = root / _safe_relpath(name)
+            target = root / safe_relpath(name)
             target.parent.mkdir(parents=True, exist_ok=True)
             if isinstance(content, str):
                 target.write_text(content, encoding="utf-8")
             else:
                 target.write_bytes(content)
-        out_path, err_path = logdir / "stdout", logdir / "stderr"
+        env = scrubbed_env(workdir, {**job.env, TOKEN_VAR: tree.token})
+        out_r, out_w = os.pipe()
+        err_r, err_w = os.pipe()
         timed_out = False
         start = time.monotonic()
-        with out_path.open("wb") as out_f, err_path.open("wb") as err_f:
+        try:
             proc = subprocess.Popen(
-                job.argv,
-                cwd=workdir,
-                env=_scrubbed_env(workdir, job.env),
-                stdin=subprocess.DEVNULL,
-                stdout=out_f,
-                stderr=err_f,
-                start_new_session=True,  # pgid == pid: killpg reaches every descendant
-                preexec_fn=_make_preexec(job),
-                close_fds=True,
+                job.argv, cwd=workdir, env=env, stdin=subprocess.DEVNULL, stdout=out_w, stderr=err_w,
+                start_new_session=True,  # pgid == pid: one group for everything that does not setsid
+                preexec_fn=self._preexec(job, tree, landlock), close_fds=True,
             )
+        except BaseException:
+            for fd in (out_r, out_w, err_r, err_w):
+                os.close(fd)
+            raise
+        os.close(out_w)
+        os.close(err_w)
+        drains = Drain(out_r, job.max_output_bytes), Drain(err_r, job.max_output_bytes)
+        try:
             try:
-                try:
-                    proc.wait(timeout=max(job.timeout_s, 0.0))
-                except subprocess.TimeoutExpired:
-                    timed_out = True
-                    _killpg(proc.pid)
-                    proc.wait()
-            except BaseException:
-                # KeyboardInterrupt or any other interruption: never leave the tree running.
-                _killpg(proc.pid)
+                _wait(proc, max(job.timeout_s, 0.0))
+            except subprocess.TimeoutExpired:
+                timed_out = True
+                tree.kill_all(proc.pid)
                 proc.wait()
-                raise
-            finally:
-                # The direct child is gone; descendants that stayed in its group die now too.
-                _killpg(proc.pid)
+        except BaseException:
+            # KeyboardInterrupt or any other interruption: never leave the tree running.
+            tree.kill_all(proc.pid)
+            proc.wait()
+            raise
+        finally:
+            # The direct child is gone; whatever it left (daemons, setsid escapees) dies now.
+            strays = tree.kill_all(proc.pid)
+            out, err = drains[0].finish(), drains[1].finish()
         duration = time.monotonic() - start
+        notes = []
+        if strays and not timed_out:
+            notes.append(f"killed {strays} process(es) the job left running")
+        for label, buf in (("stdout", out), ("stderr", err)):
+            if buf.total > job.max_output_bytes:
+                notes.append(f"{label}: {buf.total} bytes written, last {job.max_output_bytes} kept")
         outputs: dict[str, bytes] = {}
         for name in job.collect:
-            path = root / _safe_relpath(name)
+            path = root / safe_relpath(name)
             if path.is_file() and not path.is_symlink():
                 try:
                     outputs[name] = path.read_bytes()
@@ -253,22 +362,36 @@ class LocalRunner(Runner):
                     pass
         rc = proc.returncode
         return JobResult(
-            returncode=rc,
-            timed_out=timed_out,
-            duration_s=duration,
-            stdout_tail=_read_tail(out_path, job.max_output_bytes),
-            stderr_tail=_read_tail(err_path, job.max_output_bytes),
-            outputs=outputs,
-            signal=-rc if rc is not None and rc < 0 else None,
+            returncode=rc, timed_out=timed_out, duration_s=duration, stdout_tail=out.text(),
+            stderr_tail=err.text(), outputs=outputs, signal=-rc if rc is not None and rc < 0 else None,
+            notes=notes, stdout_bytes=out.total, stderr_bytes=err.total,
         )
 
 
-RUNNERS: dict[str, type[Runner]] = {"local": LocalRunner}
+RUNNERS: dict[str, str] = {
+    "local": "arbor.sandbox.runner:LocalRunner",
+    "docker": "arbor.sandbox.docker_runner:DockerRunner",
+}
+
+
+def runner_kinds() -> list[str]:
+    return sorted(RUNNERS)
 
 
 def make_runner(kind: str, **options: object) -> Runner:
-    """Build a runner by the name a campaign uses (``sandbox.runner: local``)."""
-    cls = RUNNERS.get(kind)
-    if cls is None:
-        raise ValueError(f"unknown sandbox {kind!r}: use one of {', '.join(sorted(RUNNERS))}")
-    return cls(**options)  # type: ignore[arg-type]
+    """Build a runner by the name a campaign uses (``sandbox.kind: local | docker``).
+
+    Runners are imported lazily so the docker SDK is only needed by campaigns that use Docker.
+    """
+    target = RUNNERS.get(kind)
+    if target is None:
+        raise ValueError(f"unknown sandbox {kind!r}: use one of {', '.join(runner_kinds())}")
+    import importlib
+
+    module, _, attr = target.partition(":")
+    try:
+        cls = getattr(importlib.import_module(module), attr)
+    except ImportError as exc:
+        raise SandboxError(f"sandbox {kind!r} needs {exc.name or 'a missing module'}: "
+                           f"pip install 'arbor-opt[{kind}]'") from None
+    return cls(**options)  # type: ignore[no-any-return]

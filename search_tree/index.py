@@ -64,6 +64,14 @@ class _Grow:
         return self.n - 1
 
 
+def _digest(sha: str) -> bytes:
+    """32 bytes for a sha256 hex digest (half the memory of the string); any other id as is."""
+    try:
+        return bytes.fromhex(sha)
+    except (ValueError, TypeError):
+        return str(sha).encode()
+
+
 class TreeIndex:
     def __init__(self, campaign_id: int, prior_bound: float = 1.0, recent: int = 256):
         self.campaign_id = campaign_id
@@ -72,6 +80,7 @@ class TreeIndex:
         self.row_of: dict[int, int] = {}
         self.records: dict[int, NodeRecord] = {}  # only accepted nodes and the root are kept whole
         self.tried: dict[int, set[str]] = {}  # row -> move ids already proposed below it
+        self._shas: set[bytes] = set()  # every node's artifact digest: duplicate checks without a query
         self.recent_finished: deque[tuple[str, str | None]] = deque(maxlen=recent)
         self.since_last_win = 0
         self.cursor: datetime | None = None
@@ -107,6 +116,7 @@ class TreeIndex:
             self.row_of[n.id] = row
             g["id"][row] = n.id
             g["depth"][row] = n.depth
+            self._shas.add(_digest(n.artifact_sha))
             g["prior"][row] = self.prior_bound
             if n.parent_id is None:
                 self.root_row = row
@@ -170,6 +180,12 @@ class TreeIndex:
             out.add(int(ids[r]))
             r = parent[r]
         return out
+
+    def has_artifact(self, sha: str) -> bool:
+        """Whether any node of the campaign (as of the last refresh) holds this artifact: the
+        specialist's "already in the tree" check, answered from memory instead of one store query
+        per untried move. Nodes are never deleted, so a True stays true."""
+        return _digest(sha) in self._shas
 
     def set_prior(self, row: int, prior: float, exact: bool = True) -> None:
         self._g.cols["prior"][row] = prior

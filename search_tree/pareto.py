@@ -8,7 +8,8 @@ Two views are derived from those points:
 
 * **Scalar objective** — "max throughput with the p99 latency under the SLO" (vLLM auto_tune,
   AIPerf): the highest throughput among the load levels whose latency percentiles meet every
-  SLO; 0 when none does.
+  SLO, with the point where the load curve crosses the SLO interpolated between levels
+  (``interpolated_throughput_at_slo``) so it does not jump from level to level.
 * **Hypervolume** — the area of the throughput × latency region the front dominates, bounded by a
   *reference point* ``(0 throughput, margin × the baseline's worst latency)``. The reference is
   taken from the baseline and held fixed, so two fronts measured against the same reference are
@@ -99,12 +100,53 @@ def pareto_improvement_pct(hv_candidate: float, hv_baseline: float) -> float:
 
 
 def throughput_at_slo(levels: Iterable[tuple[float, bool]]) -> float:
-    """The scalar objective: max throughput among levels that meet the SLO (0 if none does).
+    """Max throughput among levels that meet the SLO (0 if none does).
 
     ``levels`` are ``(throughput, meets_slo)`` pairs, one per load level.
     """
     ok = [t for t, meets in levels if meets and _finite(t)]
     return max(ok) if ok else 0.0
+
+
+def interpolated_throughput_at_slo(curve: Sequence[tuple[float, Sequence[tuple[float, float]]]]) -> float:
+    """The scalar objective, "max throughput with the latency percentiles under the SLO", made
+    continuous.
+
+    ``curve`` lists the load levels in increasing load order, each as ``(throughput,
+    [(latency, limit), ...])`` — one pair per SLO metric (TTFT, TPOT, E2E at the SLO percentile).
+    The result is the larger of (a) the best throughput among levels that meet every limit and
+    (b) the throughput where the load curve first crosses a limit, interpolated linearly between
+    the last level that meets every limit and the first that does not (from the zero-load point
+    ``(0 req/s, 0 ms)`` when already the first level misses).
+
+    Why interpolate: with a handful of load levels, "the best level under the SLO" jumps from one
+    level to the next when a p99 wobbles around the limit, which makes the objective of one
+    configuration swing by the gap between two levels from round to round. The crossing point
+    moves smoothly with the latencies, so the Critic sees the real run-to-run noise.
+    """
+    best_met = 0.0
+    prev_t, prev_lat = 0.0, None
+    crossing = None
+    for t, metrics in curve:
+        if not _finite(t):
+            continue
+        violated = [(lat, lim) for lat, lim in metrics if lat is None or not _finite(lat) or lat > lim]
+        if not violated:
+            best_met = max(best_met, t)
+        elif crossing is None:
+            fracs = []
+            for i, (lat, lim) in enumerate(metrics):
+                if (lat, lim) not in violated:
+                    continue
+                if lat is None or not _finite(lat):
+                    fracs.append(0.0)
+                    continue
+                p = prev_lat[i] if prev_lat is not None else 0.0
+                fracs.append(max(0.0, min(1.0, (lim - p) / (lat - p))) if lat > p else 0.0)
+            crossing = prev_t + min(fracs) * (t - prev_t)
+        if not violated and crossing is None:
+            prev_t, prev_lat = t, [lat for lat, _ in metrics]
+    return max(best_met, crossing or 0.0)
 
 
 def _finite(x: float) -> bool:

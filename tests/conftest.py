@@ -4,6 +4,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.docker_engine import docker_engine, engine_possible  # noqa: F401  (session fixture)
+
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -16,12 +18,13 @@ def pytest_collection_modifyitems(config, items):
         have_gpu = torch.cuda.is_available()
     except Exception:
         pass
-    have_docker = bool(os.environ.get("DOCKER_HOST")) or Path("/var/run/docker.sock").exists()
+    # docker tests start a private dockerd through the docker_engine fixture where one can run
+    have_docker = engine_possible()
     for item in items:
         if "gpu" in item.keywords and not have_gpu:
             item.add_marker(pytest.mark.skip(reason="needs a CUDA GPU (torch.cuda.is_available() is False)"))
         if "docker" in item.keywords and not have_docker:
-            item.add_marker(pytest.mark.skip(reason="needs a running Docker engine"))
+            item.add_marker(pytest.mark.skip(reason="needs a Docker engine (or root + dockerd to start one)"))
 
 
 @pytest.fixture

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from .gates import GATES, CriticConfig, Evidence, GateLog
 from .guard import check_source
+from .plausibility import plausibility_note
 from .stats import SampleStats, summarize
 
 
@@ -56,15 +57,15 @@ class HeuristicCritic:
         if ev.status == "ok" and baseline_samples and candidate_samples:
             st = summarize(baseline_samples, candidate_samples, self.config.resamples,
                            self.config.confidence, self.config.seed)
+        elif ev.status == "ok":  # ran but produced no samples: cannot be judged
+            log.add("ran", False, "no timing samples")
+            return Judgement("fail", "harness_error", "measurement returned no timing samples",
+                             "failed", log.entries)
         for name, gate in GATES:
-            if st is None and name not in ("ran",):
-                if ev.status == "ok":  # ran but produced no samples: cannot be judged
-                    log.add(name, False, "no timing samples")
-                    return Judgement("fail", "harness_error", "measurement returned no timing samples",
-                                     "failed", log.entries)
             outcome = gate(ev, st, self.config)
             if outcome is None:
-                log.add(name, True, "passed")
+                log.add(name, True, plausibility_note(ev, st, self.config) if name == "plausible"
+                        else "passed")
                 continue
             log.add(name, False, outcome.reason)
             return Judgement(outcome.decision, outcome.diagnosis, outcome.reason, _FINAL[outcome.decision],
@@ -73,7 +74,7 @@ class HeuristicCritic:
                              speedup=st.speedup if st else None)
         assert st is not None
         if ev.is_root:
-            noise = max(st.ci_high - 1.0, 1.0 - st.ci_low, 0.0)
+            noise = max(st.ci_high - 1.0, 1.0 - st.ci_low, st.aa_noise, 0.0)
             reason = (f"baseline {st.baseline_median_s * 1e3:.3f} ms; A/A speedup {st.speedup:.3f}x "
                       f"[{st.ci_low:.3f}, {st.ci_high:.3f}] sets the noise floor at {noise:.1%}")
             return Judgement("accept", "baseline", reason, "accepted", log.entries, st.to_dict(),

@@ -1,119 +1,107 @@
-"""The Critic's gates, each a small pure function, applied in a fixed order.
+"""The Critic's gates (DESIGN §6), each a small pure function, applied in a fixed order.
 
 A gate returns ``None`` to pass the measurement on, or a ``GateOutcome`` that ends the
-evaluation with a decision and a diagnosis code. Keeping them separate makes each testable
-on synthetic samples and lets the integrity work add gates without touching the others.
+evaluation with a decision, a diagnosis code and a one-sentence reason. Order:
+
+1. ``guard``        static AST guard, run before execution (``HeuristicCritic.static_check``)
+   ``ran``          the harness finished (compile_error, runtime_error, timeout, oom, harness_error)
+2. ``correct``      correct on every seed, re-run and re-check (``incorrect``)
+5. ``plausible``    no integrity violation, not faster than light (``hack_suspected``)
+3. ``stable``       robust CV under the threshold, else re-measure, then ``unstable``
+4. ``env``          same environment as the baseline, no throttling (``env_drift``)
+6. ``significant``  CI above 1.0 + noise, Mann-Whitney agrees, effect size (``no_gain``, ``regression``)
+7. ``confirm_best`` a new best is measured again, independently, before others build on it
+
+Numbers are DESIGN §6's. ``plausible`` runs before ``stable`` and ``env`` on purpose: an integrity
+violation or an impossible speed is a fact about the candidate, not about noise or throttling
+(neither makes code look *faster* than light), so re-measuring it wastes a run and ``unstable``
+would be the wrong diagnosis (``hack_suspected`` zeroes the move's prior; ``unstable`` does not).
+Each gate owns the error classes of its domain: ``ran`` leaves ``incorrect`` to ``correct`` and
+``hack_suspected`` to ``plausible``, so the gate log always names the gate that caught a result.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
 
+from .env_gate import gate_env
+from .evidence import CriticConfig, Evidence, GateLog, GateOutcome, remeasure_or_reject
+from .plausibility import gate_plausible
 from .stats import SampleStats
 
-
-@dataclass(frozen=True)
-class CriticConfig:
-    max_cv: float = 0.15
-    confidence: float = 0.95
-    resamples: int = 2000
-    min_speedup: float = 1.01
-    max_remeasures: int = 1
-    confirm_new_best: bool = True
-    seed: int = 0
-
-
-@dataclass
-class Evidence:
-    """Everything a gate may look at. Built by the loop from the store, never by an agent."""
-
-    is_root: bool
-    attempt: int
-    purpose: str  # primary | remeasure | confirm
-    status: str
-    error_class: str | None
-    error_text: str | None
-    correctness: list
-    parent_speedup: float = 1.0
-    best_speedup: float = 1.0
-    noise_floor: float = 0.0
-    remeasures_done: int = 0
-    confirmed: bool = False  # an earlier attempt of this node already passed every gate
-    previous_speedup: float | None = None  # speedup of the attempt being confirmed
-
-
-@dataclass(frozen=True)
-class GateOutcome:
-    decision: str  # accept | reject | remeasure | fail
-    diagnosis: str
-    reason: str
-    purpose: str | None = None  # for remeasure: remeasure | confirm
-
-
-@dataclass
-class GateLog:
-    entries: list[dict] = field(default_factory=list)
-
-    def add(self, name: str, passed: bool, reason: str) -> None:
-        self.entries.append({"gate": name, "passed": passed, "reason": reason})
-
+__all__ = ["CriticConfig", "Evidence", "GateLog", "GateOutcome", "GATES", "FAILURE_CLASSES",
+           "gate_ran", "gate_correct", "gate_stable", "gate_env", "gate_plausible",
+           "gate_significant", "gate_confirm_best", "safe_log"]
 
 FAILURE_CLASSES = {"compile_error", "runtime_error", "timeout", "oom", "harness_error"}
+MIN_SEEDS = 3
+
+
+def _last_line(text: str | None) -> str:
+    lines = (text or "").strip().splitlines()
+    return lines[-1][:300] if lines else "no output"
 
 
 def gate_ran(ev: Evidence, st: SampleStats | None, cfg: CriticConfig) -> GateOutcome | None:
-    if ev.status == "ok":
+    if ev.status == "ok" or ev.error_class in ("incorrect", "hack_suspected"):
         return None
-    cls = ev.error_class or "runtime_error"
-    text = (ev.error_text or "").strip().splitlines()
-    detail = text[-1][:300] if text else "no output"
-    if cls == "incorrect":
-        return GateOutcome("reject", "incorrect", f"output differs from the reference: {detail}")
-    if cls == "hack_suspected":
-        return GateOutcome("reject", "hack_suspected", detail)
-    if cls not in FAILURE_CLASSES:
-        cls = "runtime_error"
-    return GateOutcome("fail", cls, f"{cls.replace('_', ' ')}: {detail}")
+    cls = ev.error_class if ev.error_class in FAILURE_CLASSES else "runtime_error"
+    text = (ev.error_text or "").strip()
+    if cls == "harness_error" and text.startswith("degenerate problem"):
+        return GateOutcome("fail", cls, text.splitlines()[0][:400])
+    return GateOutcome("fail", cls, f"{cls.replace('_', ' ')}: {_last_line(text)}")
 
 
 def gate_correct(ev: Evidence, st: SampleStats | None, cfg: CriticConfig) -> GateOutcome | None:
+    if ev.error_class == "incorrect":
+        return GateOutcome("reject", "incorrect", f"output differs from the reference: "
+                           f"{_last_line(ev.error_text)}")
+    if ev.status != "ok":
+        return None
     bad = [c for c in ev.correctness if not c.get("ok")]
-    if len(ev.correctness) < 3:
-        return GateOutcome("reject", "incorrect", f"checked on {len(ev.correctness)} seeds, need at least 3")
+    seeds = {c.get("seed") for c in ev.correctness}
+    if len(seeds) < MIN_SEEDS:
+        return GateOutcome("reject", "incorrect", f"checked on {len(seeds)} seeds, need at least {MIN_SEEDS}")
     if bad:
-        return GateOutcome("reject", "incorrect", f"wrong on seed {bad[0].get('seed')}")
+        return GateOutcome("reject", "incorrect", f"wrong on seed {bad[0].get('seed')}: {bad[0].get('reason')}")
     return None
 
 
 def gate_stable(ev: Evidence, st: SampleStats | None, cfg: CriticConfig) -> GateOutcome | None:
+    if st is None:
+        return None
     worst = max(st.baseline_cv, st.candidate_cv)
     if worst <= cfg.max_cv:
         return None
-    reason = f"robust CV {worst:.1%} exceeds {cfg.max_cv:.0%}"
-    if ev.remeasures_done < cfg.max_remeasures:
-        return GateOutcome("remeasure", "unstable", reason + "; measuring again", purpose="remeasure")
-    return GateOutcome("reject", "unstable", reason + f" after {ev.remeasures_done} re-measurement(s)")
+    return remeasure_or_reject(ev, cfg, "unstable", f"robust CV {worst:.1%} exceeds {cfg.max_cv:.0%}")
 
 
 def gate_significant(ev: Evidence, st: SampleStats | None, cfg: CriticConfig) -> GateOutcome | None:
-    if ev.is_root:
+    """The speedup's CI must clear 1.0 by the noise floor (the campaign baseline's A/A and this
+    run's own A/A, whichever is larger), the point estimate must reach the minimum effect size,
+    and Mann-Whitney U must agree that the candidate's samples are faster."""
+    if ev.is_root or st is None:
         return None
     ci = f"{st.speedup:.3f}x [{st.ci_low:.3f}, {st.ci_high:.3f}]"
-    margin = max(cfg.min_speedup - 1.0, ev.noise_floor)
+    noise = max(ev.noise_floor, st.aa_noise)
     # parent and child come from different runs, so allow the noise margin before calling it slower
-    if st.ci_high * (1.0 + margin) < ev.parent_speedup:
+    if st.ci_high * (1.0 + max(noise, cfg.min_speedup - 1.0)) < ev.parent_speedup:
         return GateOutcome("reject", "regression",
                            f"slower than its parent: {ci} vs parent {ev.parent_speedup:.3f}x")
-    floor = 1.0 + margin
-    if st.ci_low <= 1.0 or st.speedup < floor:
-        return GateOutcome("reject", "no_gain",
-                           f"speedup {ci} is not significant (needs CI above 1.0 and >= {floor:.3f}x)")
+    if st.ci_low <= 1.0 + noise:
+        return GateOutcome("reject", "no_gain", f"speedup {ci} does not clear the noise floor: the "
+                           f"CI must lie above {1.0 + noise:.3f}x")
+    if st.speedup < cfg.min_speedup:
+        return GateOutcome("reject", "no_gain", f"speedup {ci} is below the minimum effect size "
+                           f"{cfg.min_speedup:.3f}x")
+    if st.mw_p >= cfg.mw_alpha:
+        return GateOutcome("reject", "no_gain", f"speedup {ci} but Mann-Whitney U disagrees "
+                           f"(p={st.mw_p:.2g} >= {cfg.mw_alpha:g})")
     return None
 
 
 def gate_confirm_best(ev: Evidence, st: SampleStats | None, cfg: CriticConfig) -> GateOutcome | None:
-    if ev.is_root or not cfg.confirm_new_best or ev.confirmed:
+    if ev.is_root or st is None or not cfg.confirm_new_best or ev.confirmed:
         return None
     if st.speedup > ev.best_speedup and ev.purpose != "confirm":
         return GateOutcome("remeasure", "confirm",
@@ -125,7 +113,9 @@ def gate_confirm_best(ev: Evidence, st: SampleStats | None, cfg: CriticConfig) -
 GATES = (
     ("ran", gate_ran),
     ("correct", gate_correct),
+    ("plausible", gate_plausible),
     ("stable", gate_stable),
+    ("env", gate_env),
     ("significant", gate_significant),
     ("confirm_best", gate_confirm_best),
 )

@@ -87,6 +87,20 @@ def mann_whitney_u(a, b) -> tuple[float, float]:
     return float(u1), float(min(1.0, p))
 
 
+def aa_split_noise(baseline, resamples: int = 2000, confidence: float = 0.95, seed: int = 0) -> float:
+    """An A/A comparison inside one measurement: baseline rounds split by parity (in ABBA order the
+    even rounds ran before the candidate, the odd ones after it) and compared like a speedup. The
+    result is the *demonstrated* bias, i.e. how far that ratio's CI stays away from 1.0 (0 when
+    the CI contains 1.0): a position-in-round effect this run could mistake for a gain. Plain
+    scatter is already in the speedup's own CI, so it must not be counted twice."""
+    b = np.asarray(baseline, dtype=float)
+    n = b.size // 2
+    if n < 3:
+        return 0.0
+    _, lo, hi = bootstrap_speedup_ci(b[0:2 * n:2], b[1:2 * n:2], resamples, confidence, seed + 1)
+    return float(max(lo - 1.0, 1.0 - hi, 0.0))
+
+
 @dataclass
 class SampleStats:
     baseline_median_s: float
@@ -100,6 +114,7 @@ class SampleStats:
     ci_high: float
     mw_p: float
     rounds: int
+    aa_noise: float = 0.0
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -121,4 +136,5 @@ def summarize(baseline, candidate, resamples: int = 2000, confidence: float = 0.
         ci_high=hi,
         mw_p=p,
         rounds=min(len(baseline), len(candidate)),
+        aa_noise=aa_split_noise(baseline, resamples, confidence, seed),
     )

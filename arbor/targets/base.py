@@ -56,4 +56,12 @@ def make_adapter(spec: "CampaignSpec") -> TargetAdapter:
         from .kernel import KernelAdapter
 
         return KernelAdapter(spec)
-    raise ValueError(f"unknown target kind '{kind}': use kernel")
+    if kind == "replay":
+        from .replay import ReplayAdapter
+
+        return ReplayAdapter(spec)
+    if kind == "serving":
+        from .serving import ServingAdapter
+
+        return ServingAdapter(spec)
+    raise ValueError(f"unknown target kind '{kind}': use kernel or serving")

@@ -34,11 +34,13 @@ class KernelAdapter(TargetAdapter):
         return kernel_moves(skills, self.spec.target.device)
 
     def request(self, candidate_source: str) -> KernelRequest:
-        t, m, sb = self.spec.target, self.spec.measurement, self.spec.sandbox
-        atol, rtol = t.tolerances()
+        t, m, sb, c = self.spec.target, self.spec.measurement, self.spec.sandbox, self.spec.critic
         return KernelRequest(
             problem_source=self.problem.source, candidate_source=candidate_source, seeds=list(m.seeds),
-            atol=atol, rtol=rtol, sizes=dict(t.sizes), size_scale=t.size_scale, dtype=t.dtype,
+            # unset tolerances: the harness applies KernelBench's per-dtype ones to each output
+            atol=t.atol, rtol=t.rtol, close_fraction=c.close_fraction, outlier_factor=c.outlier_factor,
+            allow_degenerate=c.allow_degenerate_reference, quiet_s=c.quiet_window_s,
+            sizes=dict(t.sizes), size_scale=t.size_scale, dtype=t.dtype,
             device=t.device, warmup_s=m.warmup_s, min_repeats=m.min_repeats, max_repeats=m.max_repeats,
             time_budget_s=m.time_budget_s, min_sample_s=m.min_sample_s, num_threads=t.num_threads,
             timeout_s=sb.timeout_s,
@@ -47,6 +49,9 @@ class KernelAdapter(TargetAdapter):
 
     def measure(self, runner: Runner, source: str) -> dict:
         return measure_kernel(runner, self.request(source)).to_dict()
+
+    def static_check(self, critic, source: str) -> Judgement | None:
+        return critic.static_check(source, frozenset(self.spec.critic.allow_imports))
 
     def judge(self, critic, ev: Evidence, m: MeasurementRecord) -> Judgement:
         return critic.judge(ev, m.baseline_samples or [], m.candidate_samples or [])

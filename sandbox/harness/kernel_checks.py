@@ -1,34 +1,38 @@
-"""Pure checks used by kernel_harness.py: size overrides, output comparison, fingerprint.
+"""Pure checks used by kernel_harness.py: size overrides, output comparison, degenerate problems.
 
 Standalone like the harness (stdlib + torch only, never ``import arbor``): it is shipped into the
 sandbox beside the harness and loaded by path. Kept apart so these rules can be unit-tested in
 process, without paying for a sandbox start.
+
+A comparison result carries a ``code``: ``incorrect`` for wrong values, ``hack_suspected`` for
+outputs that cannot be honest whatever their values (tensor subclasses, expanded/overlapping
+"outputs" that fake a large result from a small one). The Critic routes the two differently.
 """
 
 from __future__ import annotations
 
 import math
-import os
-import platform
-import socket
 
 import torch
+
+# KernelBench's per-precision tolerances (atol = rtol). Integers and bools must match exactly.
+DTYPE_TOLERANCE = {torch.float32: 1e-4, torch.float16: 1e-2, torch.bfloat16: 1e-2,
+                   torch.float64: 1e-7, torch.complex64: 1e-4, torch.complex128: 1e-7}
+_FP8 = [getattr(torch, n) for n in ("float8_e4m3fn", "float8_e5m2") if hasattr(torch, n)]
+DTYPE_TOLERANCE.update({d: 1e-1 for d in _FP8})
 
 
 class SizeError(ValueError):
     """A ``sizes`` override names no module-level int of the problem."""
 
 
-def _read(path: str) -> str | None:
-    try:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            return f.read().strip()
-    except OSError:
-        return None
+class Failure(Exception):
+    """A classified failure: compile_error, runtime_error, oom, incorrect, hack_suspected or
+    harness_error. Raised anywhere in the harness; main() turns it into result.json."""
 
-
-def _finite(x: float) -> float | None:
-    return x if math.isfinite(x) else None
+    def __init__(self, error_class: str, text: str) -> None:
+        super().__init__(text)
+        self.error_class, self.text = error_class, text
 
 
 def apply_sizes(module, sizes: dict, scale: float | None) -> dict:  # type: ignore[no-untyped-def]
@@ -41,7 +45,7 @@ def apply_sizes(module, sizes: dict, scale: float | None) -> dict:  # type: igno
     unknown = sorted(set(sizes) - set(ints))
     if unknown:
         raise SizeError(f"sizes override {unknown} names no module-level int in the "
-                      f"problem (its ints: {sorted(ints)}); fix target.sizes in the campaign")
+                        f"problem (its ints: {sorted(ints)}); fix target.sizes in the campaign")
     applied = {}
     if scale is not None:
         applied = {k: max(1, int(round(v * scale))) for k, v in ints.items()
@@ -52,66 +56,167 @@ def apply_sizes(module, sizes: dict, scale: float | None) -> dict:  # type: igno
     return applied
 
 
-def compare(ref, new, atol: float, rtol: float) -> dict:  # type: ignore[no-untyped-def]
-    """Compare outputs element-wise in float64: ok, max_abs_err, max_rel_err and a reason."""
-    refs = list(ref) if isinstance(ref, (tuple, list)) else [ref]
-    news = list(new) if isinstance(new, (tuple, list)) else [new]
-    res = {"ok": False, "max_abs_err": None, "max_rel_err": None, "reason": None}
-    if len(refs) != len(news):
-        res["reason"] = f"returned {len(news)} outputs, expected {len(refs)}"
-        return res
-    max_abs = max_rel = 0.0
-    for i, (r, c) in enumerate(zip(refs, news)):
-        if not isinstance(r, torch.Tensor):
-            if type(c) is not type(r) or r != c:
-                res["reason"] = f"output {i}: {c!r} != {r!r}"
-                return res
-            continue
-        if type(c) not in (torch.Tensor, torch.nn.Parameter):  # subclasses can fake values
-            res["reason"] = f"output {i}: returned {type(c).__name__}, expected a plain torch.Tensor"
-            return res
-        if c.shape != r.shape or c.dtype != r.dtype or c.device != r.device:
-            res["reason"] = (f"output {i}: shape/dtype/device {tuple(c.shape)}/{c.dtype}/{c.device}"
-                             f", expected {tuple(r.shape)}/{r.dtype}/{r.device}")
-            return res
-        r64, c64 = r.detach().double(), c.detach().double()
-        if r64.numel() == 0:
-            continue
-        diff = (c64 - r64).abs().masked_fill((r64.isnan() & c64.isnan()) | r64.eq(c64), 0.0)
-        rel = diff / r64.abs().clamp_min(1e-12)
-        max_abs = max(max_abs, float(diff.nan_to_num(nan=math.inf).max()))
-        max_rel = max(max_rel, float(rel.nan_to_num(nan=math.inf).max()))
-        bad_nan = c64.isnan() & r64.isfinite()
-        if bool(bad_nan.any()):
-            res["reason"] = f"output {i}: {int(bad_nan.sum())} NaN where the reference is finite"
-        elif not torch.allclose(c64, r64, atol=atol, rtol=rtol, equal_nan=True):
-            res["reason"] = f"output {i}: values differ beyond atol={atol}, rtol={rtol}"
-        if res["reason"]:
-            break
-    ok = res["reason"] is None
-    res.update(ok=ok, max_abs_err=_finite(max_abs), max_rel_err=_finite(max_rel))
+def tolerance(dtype: torch.dtype, atol: float | None, rtol: float | None) -> tuple[float, float]:
+    """Explicit campaign tolerances win; otherwise the output's own dtype decides."""
+    default = DTYPE_TOLERANCE.get(dtype, 0.0)
+    return (default if atol is None else atol, default if rtol is None else rtol)
+
+
+def flat(out) -> list:  # type: ignore[no-untyped-def]
+    return list(out) if isinstance(out, (tuple, list)) else [out]
+
+
+def nbytes(t) -> int:  # type: ignore[no-untyped-def]
+    return t.numel() * t.element_size() if isinstance(t, torch.Tensor) else 0
+
+
+def tensors(out) -> list:  # type: ignore[no-untyped-def]
+    return [t for t in flat(out) if isinstance(t, torch.Tensor)]
+
+
+def dense(t: torch.Tensor) -> bool:
+    """Every element has its own memory and there are no gaps: any permutation of a contiguous
+    layout (NCHW, NHWC, a transpose) qualifies; expanded (stride-0) or overlapping views do not."""
+    dims = sorted((st, sz) for st, sz in zip(t.stride(), t.shape) if sz != 1)
+    expect = 1
+    for st, sz in dims:
+        if st != expect:
+            return False
+        expect *= sz
+    return True
+
+
+def same_values(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Bitwise-style equality where NaN equals NaN (used for 'unchanged', not for 'correct')."""
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    if a.is_floating_point() or a.is_complex():
+        return bool(((a == b) | (a.isnan() & b.isnan())).all())
+    return bool(torch.equal(a, b))
+
+
+def storage_span(t: torch.Tensor) -> tuple[int, int] | None:
+    try:
+        st = t.untyped_storage()
+    except (RuntimeError, NotImplementedError):
+        return None
+    start = st.data_ptr()
+    return (start, start + st.nbytes()) if st.nbytes() else None
+
+
+def overlaps(a: torch.Tensor, b: torch.Tensor) -> bool:
+    if a.device != b.device:
+        return False
+    sa, sb = storage_span(a), storage_span(b)
+    return sa is not None and sb is not None and sa[0] < sb[1] and sb[0] < sa[1]
+
+
+def _finite(x: float) -> float | None:
+    return x if math.isfinite(x) else None
+
+
+def _fail(res: dict, code: str, reason: str) -> dict:
+    res.update(ok=False, code=code, reason=reason)
     return res
 
 
-def fingerprint(device: str) -> dict:
-    """Where the numbers came from: timings are never comparable across machines."""
-    cpuinfo = _read("/proc/cpuinfo") or ""
-    models = [ln.split(":", 1)[1].strip() for ln in cpuinfo.splitlines()
-              if ln.lower().startswith("model name")]
-    fp = {
-        "host": socket.gethostname(), "platform": platform.platform(),
-        "python": platform.python_version(), "torch": torch.__version__,
-        "cpu_model": models[0] if models else platform.processor() or None,
-        "cpu_count": os.cpu_count(), "cpu_affinity": len(os.sched_getaffinity(0)),
-        "governor": _read("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor"),
-        "num_threads": torch.get_num_threads(), "device": device,
-    }
-    fp["device_name"] = fp["cpu_model"] or platform.machine()
-    if device.startswith("cuda") and torch.cuda.is_available():
-        props = torch.cuda.get_device_properties(torch.device(device).index or 0)
-        driver = _read("/proc/driver/nvidia/version")
-        fp.update(device_name=props.name, gpu_name=props.name, cuda_runtime=torch.version.cuda,
-                  gpu_capability=f"{props.major}.{props.minor}", gpu_sms=props.multi_processor_count,
-                  gpu_memory_bytes=props.total_memory,
-                  gpu_driver=driver.splitlines()[0] if driver else None)
-    return fp
+def _compare_tensor(i: int, r: torch.Tensor, c, atol, rtol, fraction: float,  # type: ignore[no-untyped-def]
+                    outlier: float, res: dict) -> dict | None:
+    if type(c) not in (torch.Tensor, torch.nn.Parameter):  # subclasses can fake values
+        return _fail(res, "hack_suspected", f"output {i}: returned {type(c).__name__}, expected a "
+                     "plain torch.Tensor (tensor subclasses can fake comparisons)")
+    if c.layout != r.layout or c.shape != r.shape or c.dtype != r.dtype or c.device != r.device:
+        return _fail(res, "incorrect", f"output {i}: shape/dtype/device {tuple(c.shape)}/{c.dtype}/"
+                     f"{c.device}, expected {tuple(r.shape)}/{r.dtype}/{r.device}")
+    if c.layout == torch.strided and c.numel() > 1 and not dense(c) and dense(r):
+        return _fail(res, "hack_suspected", f"output {i}: an expanded or overlapping view (strides "
+                     f"{tuple(c.stride())}) where the reference returns a materialized tensor")
+    if r.numel() == 0:
+        return None
+    a, b = tolerance(r.dtype, atol, rtol)
+    r64 = r.detach().to(torch.complex128 if r.is_complex() else torch.float64)
+    c64 = c.detach().to(r64.dtype)
+    nan_r, nan_c = r64.isnan(), c64.isnan()
+    same = (nan_r & nan_c) | r64.eq(c64)  # matching NaN and equal infinities are exact matches
+    diff = (c64 - r64).abs().masked_fill(same, 0.0)
+    bound = a + b * r64.abs()
+    res["max_abs_err"] = max(res["max_abs_err"] or 0.0, float(diff.nan_to_num(nan=math.inf).max()))
+    rel = float((diff / r64.abs().clamp_min(1e-12)).nan_to_num(nan=math.inf).max())
+    res["max_rel_err"] = max(res["max_rel_err"] or 0.0, rel)
+    finite_r = ~(nan_r | r64.isinf())
+    bad = finite_r & (nan_c | c64.isinf())
+    if bool(bad.any()):
+        return _fail(res, "incorrect", f"output {i}: {int(bad.sum())} NaN/Inf values where the "
+                     "reference is finite")
+    if c.numel() > 1 and bool(finite_r.all()):
+        if not bool(c64.ne(0).any()) and bool(r64.ne(0).any()):
+            return _fail(res, "incorrect", f"output {i}: all zeros, the reference is not")
+        if bool(c64.eq(c64.flatten()[0]).all()) and not bool(r64.eq(r64.flatten()[0]).all()):
+            return _fail(res, "incorrect", f"output {i}: constant, the reference is not")
+    within = same | (diff <= bound)
+    share = float(within.double().mean())
+    res["close_fraction"] = min(res.get("close_fraction") or 1.0, share)
+    if share < fraction:
+        return _fail(res, "incorrect", f"output {i}: {share:.2%} of elements within atol={a:g}, "
+                     f"rtol={b:g} (needs {fraction:.2%})")
+    far = int((~same & (diff > bound * outlier)).sum())
+    if far:
+        return _fail(res, "incorrect", f"output {i}: {far} element(s) off by more than "
+                     f"{outlier:g}x the tolerance (max abs err {res['max_abs_err']:.3g})")
+    return None
+
+
+def compare(ref, new, atol: float | None = None, rtol: float | None = None,  # type: ignore[no-untyped-def]
+            close_fraction: float = 1.0, outlier_factor: float = 10.0) -> dict:
+    """Compare outputs element-wise in float64. ``atol``/``rtol`` None: per-dtype defaults.
+
+    At least ``close_fraction`` of each output's elements must be within tolerance and none may be
+    more than ``outlier_factor`` times outside it (rounding differs; garbage does not); NaN/Inf where
+    the reference is finite, and all-zero or constant outputs where the reference is neither, fail.
+    """
+    refs, news = flat(ref), flat(new)
+    res = {"ok": True, "code": None, "max_abs_err": None, "max_rel_err": None, "reason": None,
+           "close_fraction": None}
+    if len(refs) != len(news):
+        return _fail(res, "incorrect", f"returned {len(news)} outputs, expected {len(refs)}")
+    for i, (r, c) in enumerate(zip(refs, news)):
+        if not isinstance(r, torch.Tensor):
+            if type(c) is not type(r) or r != c:
+                return _fail(res, "incorrect", f"output {i}: {c!r} != {r!r}")
+            continue
+        if _compare_tensor(i, r, c, atol, rtol, close_fraction, outlier_factor, res) is not None:
+            break
+    res["max_abs_err"] = _finite(res["max_abs_err"]) if res["max_abs_err"] is not None else None
+    res["max_rel_err"] = _finite(res["max_rel_err"]) if res["max_rel_err"] is not None else None
+    return res
+
+
+def degenerate(ref, atol: float | None, rtol: float | None,  # type: ignore[no-untyped-def]
+               close_fraction: float) -> str | None:
+    """Why a trivial candidate would pass against this reference output, or None.
+
+    All-zero, constant, all-non-finite, or (within tolerance) a constant for the required share of
+    elements: a candidate returning zeros or a constant would then pass without computing anything.
+    """
+    for i, r in enumerate(tensors(ref)):
+        if r.numel() == 0 or r.dtype == torch.bool and r.numel() < 2:
+            continue
+        r64 = r.detach().to(torch.complex128 if r.is_complex() else torch.float64)
+        finite = ~(r64.isnan() | r64.isinf())
+        if not bool(finite.any()):
+            return f"output {i} is NaN/Inf everywhere"
+        if not bool(r64.ne(0).any()):
+            return f"output {i} is all zeros"
+        if r.numel() < 2:
+            continue
+        if bool(r64.eq(r64.flatten()[0]).all()):
+            return f"output {i} is the constant {r64.flatten()[0].item():.6g}"
+        if r.is_complex():
+            continue
+        a, b = tolerance(r.dtype, atol, rtol)
+        c = r64[finite].median()
+        share = float(((r64 - c).abs() <= a + b * r64.abs()).double().mean())
+        if share >= close_fraction:
+            return (f"output {i} is within the tolerance (atol={a:g}, rtol={b:g}) of the constant "
+                    f"{c.item():.6g} for {share:.2%} of its elements")
+    return None

@@ -2,7 +2,10 @@
 
 Run as ``python -I -B kernel_harness.py request.json`` inside a throw-away workdir; writes
 ``result.json`` there. STANDALONE on purpose (stdlib + torch + numpy only, never ``import arbor``):
-it is shipped into the sandbox as a file, so it must work where Arbor is not installed (containers).
+it is shipped into the sandbox as files, so it must work where Arbor is not installed (containers).
+Its helper modules (kernel_checks, integrity, timing, cost, fingerprint) are loaded by path
+before any candidate code runs, and every defence against the ANCHORS reward-hack catalogue that
+needs the live tensors lives here; the Critic re-derives every statistic from the raw samples.
 
 A failing candidate is data, not a crash: the exit status is 0 whenever result.json describes the
 outcome; non-zero only when the harness itself is broken. result.json is also rewritten at every
@@ -17,28 +20,17 @@ import json
 import math
 import os
 import sys
-import threading
 import time
 import traceback
 
-# Captured before any candidate code runs: a candidate that monkey-patches these (a known reward
-# hack) changes the module attributes, not our references, and is reported in "warnings".
-_perf_counter_ns = time.perf_counter_ns
 _TEXT_LIMIT = 4000
 _POOL_SIZE = 3  # distinct input sets rotated per sample: fresh pointers defeat pointer-keyed caches
-_FLUSH_BYTES = 256 << 20  # larger than any current L2
 _CUDA_MAX_INNER = 64  # on CUDA each call has its own event pair after a flush; inner only averages
+_MAX_SAMPLE_S = 0.25  # no side's sample may take longer, whatever the other side's speed
 _RESULT = "result.json"
 _HERE = os.path.dirname(os.path.abspath(__file__))
-checks = None  # kernel_checks.py, shipped beside this file; loaded by path before any candidate code
-
-
-class Failure(Exception):
-    """A classified failure: compile_error, runtime_error, oom, incorrect or harness_error."""
-
-    def __init__(self, error_class: str, text: str) -> None:
-        super().__init__(text)
-        self.error_class, self.text = error_class, text
+checks = integrity = timing = cost = fpr = correctness = None  # helpers, loaded by path in main()
+Failure = Exception  # replaced by kernel_checks.Failure once loaded
 
 
 def _tail(text: str, limit: int = _TEXT_LIMIT) -> str:
@@ -55,15 +47,14 @@ def _format_exc(exc: BaseException) -> str:
     """The traceback minus harness and nn.Module plumbing frames, workdir paths stripped, so the
     same candidate error always reads the same (agents read this text; diagnoses group by it)."""
     frames = traceback.extract_tb(exc.__traceback__)
-    ours = {os.path.join(_HERE, n) for n in ("kernel_harness.py", "kernel_checks.py")}
-    kept = [f for f in frames if os.path.abspath(f.filename) not in ours
+    kept = [f for f in frames if os.path.dirname(os.path.abspath(f.filename)) != _HERE
             and "torch/nn/modules/module.py" not in f.filename] or frames
     text = "".join(["Traceback (most recent call last):\n", *traceback.format_list(kept),
                     *traceback.format_exception_only(type(exc), exc)])
     return text.replace(os.getcwd() + os.sep, "")
 
 
-def _classify(exc: BaseException, default: str, what: str) -> Failure:
+def _classify(exc: BaseException, default: str, what: str) -> Exception:
     return Failure("oom" if _is_oom(exc) else default, _tail(f"{what}\n{_format_exc(exc)}"))
 
 
@@ -96,13 +87,19 @@ class Harness:
         if dt and not isinstance(self.dtype, torch.dtype):
             raise Failure("harness_error", f"unknown dtype {dt!r}: use float32, float16 or bfloat16")
         self.seeds = [int(s) for s in req.get("seeds") or [0]]
-        self.identities: dict | None = None
-        self.threads_before = 0
+        self.aa = req.get("mode", "ab") == "aa"
+        self.seed_fn, self.sync = torch.manual_seed, getattr(torch.cuda, "synchronize", None)
+        self.l2 = integrity.CudaL2() if self.cuda else None
+        self.identities = self.audit = self.state0 = None
+        self.ref_codes: set = set()
+        self.close_fraction = float(req.get("close_fraction", 0.99))
+        self.checker = correctness.Correctness(self, checks, integrity)
+        self.facts: dict = {"inner_by_side": [0, 0]}
         self.result: dict = {
             "status": "running", "phase": "import", "error_class": None, "error_text": None,
             "correctness": [], "recheck": None, "baseline_samples": [], "candidate_samples": [],
             "inner": 0, "fingerprint": {}, "phase_times": {}, "input_shapes": None,
-            "sizes_applied": {}, "warnings": [], "nonce": req.get("nonce"),
+            "sizes_applied": {}, "warnings": [], "nonce": req.get("nonce"), "stats": self.facts,
         }
 
     def checkpoint(self, phase: str) -> None:
@@ -120,7 +117,7 @@ class Harness:
     def inputs(self, seed: int) -> list:
         """Fresh inputs for ``seed`` (KernelBench: manual_seed, then get_inputs), cast and moved."""
         torch = self.torch
-        torch.manual_seed(seed)
+        self.seed_fn(seed)
         out = []
         for x in self.problem.get_inputs():
             if isinstance(x, torch.Tensor):
@@ -132,26 +129,41 @@ class Harness:
     def clone(self, xs: list) -> list:
         return [x.clone() if isinstance(x, self.torch.Tensor) else x for x in xs]
 
+    def compare(self, ref, new) -> dict:  # type: ignore[no-untyped-def]
+        r = self.req
+        return checks.compare(ref, new, r.get("atol"), r.get("rtol"), self.close_fraction,
+                              float(r.get("outlier_factor", 10)))
+
     def build(self) -> None:
-        """Same seed before get_init_inputs, Model and ModelNew, so their parameters match."""
+        """Same seed before get_init_inputs, Model and ModelNew, so their parameters match. The
+        reference runs once before the candidate is imported: its cost, how its outputs alias its
+        inputs and whether it mutates them are learnt from code we trust."""
         req, torch, seed = self.req, self.torch, self.seeds[0]
         try:
             self.problem = _load_module("arbor_problem", req["problem_file"])
             self.result["sizes_applied"] = checks.apply_sizes(
                 self.problem, req.get("sizes") or {}, req.get("size_scale"))
-            torch.manual_seed(seed)
+            self.seed_fn(seed)
             init = list(self.problem.get_init_inputs())
-            torch.manual_seed(seed)
-            self.ref = self.problem.Model(*init)
+            self.seed_fn(seed)
+            self.ref = self.to_device(self.problem.Model(*init))
+            xs = self.inputs(seed)
+            mine = self.clone(xs)
+            out = self.call(False, mine)
+            self.facts["cost"] = cost.reference_cost(self.ref, self.clone(xs), out)
         except checks.SizeError as e:
             raise Failure("harness_error", str(e)) from None
+        except Failure:
+            raise
         except BaseException as e:
             raise _classify(e, "harness_error", "the reference problem failed to load/build:")
-        self.identities = self._identities()
-        self.threads_before = threading.active_count()
+        self.result["input_shapes"] = [list(x.shape) if isinstance(x, torch.Tensor) else None
+                                       for x in xs]
+        self.checker.learn_reference(xs, mine, out)
+        self.snapshot()
         self.checkpoint("candidate_import")
         new_cls = self.problem.Model  # mode "aa": the reference against itself (noise floor)
-        if req.get("mode", "ab") != "aa":
+        if not self.aa:
             try:
                 new_cls = getattr(_load_module("arbor_candidate", req["candidate_file"]),
                                   "ModelNew", None)
@@ -160,192 +172,220 @@ class Harness:
             if not isinstance(new_cls, type):
                 raise Failure("compile_error", "the candidate defines no `class ModelNew` (a "
                               "KernelBench solution must define ModelNew with Model's constructor)")
+            if issubclass(new_cls, self.problem.Model):
+                raise Failure("hack_suspected", "ModelNew inherits the reference Model (falls back "
+                              "to the reference)")
         try:
-            torch.manual_seed(seed)
-            self.new = new_cls(*init)
+            self.seed_fn(seed)
+            self.new = self.to_device(new_cls(*init))
         except BaseException as e:
             raise _classify(e, "runtime_error", "ModelNew(*get_init_inputs()) raised:")
-        for attr in ("ref", "new"):
-            m = getattr(self, attr)
-            if isinstance(m, torch.nn.Module):
-                setattr(self, attr, m.to(self.device, self.dtype) if self.dtype else m.to(self.device))
+        self.verify()
+
+    def to_device(self, m):  # type: ignore[no-untyped-def]
+        if isinstance(m, self.torch.nn.Module):
+            return m.to(self.device, self.dtype) if self.dtype else m.to(self.device)
+        return m
+
+    def snapshot(self) -> None:
+        """Taken immediately before candidate code is imported (ANCHORS #5, #7, #8, #11)."""
+        extra = {"harness": sys.modules[__name__], "Harness": Harness, "problem": self.problem,
+                 "Model": self.problem.Model}
+        extra.update({m.__name__: m for m in (checks, integrity, timing, cost, fpr, correctness)})
+        extra["Correctness"] = correctness.Correctness
+        self.identities = integrity.IdentitySnapshot(extra)
+        self.state0 = integrity.global_state()
+        self.audit = integrity.ProcessAudit()
+        self.l2_limit0 = self.l2.limit() if self.l2 else None
+
+    def verify(self) -> None:
+        """Nothing the harness relies on may have been replaced or switched since the snapshot."""
+        if self.identities is None:
+            return
+        changed = self.identities.changed()
+        if changed:
+            raise Failure("hack_suspected", f"the candidate replaced {', '.join(changed[:5])} "
+                          "(timers, checkers and library functions must not be patched)")
+        diff = integrity.state_changes(self.state0, integrity.global_state())
+        if diff:
+            raise Failure("hack_suspected", "the candidate changed process-wide settings that the "
+                          f"reference also runs under: {'; '.join(diff[:3])}")
+        if self.l2 is not None:
+            limit, window = self.l2.limit(), self.l2.window_bytes(
+                self.torch.cuda.current_stream(self.device).cuda_stream)
+            if (limit or 0) > (self.l2_limit0 or 0) or (window or 0) > 0:
+                raise Failure("hack_suspected", f"the candidate reserved persisting L2 (limit "
+                              f"{limit} B, stream window {window} B), which survives the L2 flush")
 
     def call(self, is_new: bool, xs: list):  # type: ignore[no-untyped-def]
         try:
             out = (self.new if is_new else self.ref)(*xs)
             if self.cuda:
-                self.torch.cuda.synchronize()
+                self.sync()
             return out
         except BaseException as e:
             if is_new:
                 raise _classify(e, "runtime_error", "the candidate raised during forward:")
             raise _classify(e, "harness_error", "the reference Model raised during forward:")
 
-    def check(self, seed: int, candidate_first: bool) -> dict:
-        """Each model gets its own clone; running the candidate first (alternately) means it cannot
-        pick up an answer from memory the reference just freed."""
-        xs = self.inputs(seed)
-        order = (True, False) if candidate_first else (False, True)
-        outs = {is_new: self.call(is_new, self.clone(xs)) for is_new in order}
-        return {"seed": seed, **checks.compare(outs[False], outs[True],
-                                        self.req["atol"], self.req["rtol"])}
-
-    def correctness(self) -> None:
-        torch = self.torch
-        xs = self.inputs(self.seeds[0])
-        self.result["input_shapes"] = [list(x.shape) if isinstance(x, torch.Tensor) else None
-                                       for x in xs]
-        ref = self.call(False, self.clone(xs))
-        first = ref[0] if isinstance(ref, (tuple, list)) and ref else ref
-        if isinstance(first, torch.Tensor) and first.numel() > 1 and bool(first.min() == first.max()):
-            self.result["warnings"].append("reference output is constant for seed "
-                                           f"{self.seeds[0]}: a constant candidate would pass")
-        for i, seed in enumerate(self.seeds):
-            self.result["correctness"].append(self.check(seed, candidate_first=(i % 2 == 0)))
-            self.checkpoint("correctness")
-        bad = [c for c in self.result["correctness"] if not c["ok"]]
-        if bad:
-            raise Failure("incorrect", _tail("\n".join(
-                f"seed {c['seed']}: {c['reason']} (max_abs_err={c['max_abs_err']}, "
-                f"max_rel_err={c['max_rel_err']})" for c in bad)))
-
-    def _sample_cpu(self, model, xs: list, inner: int) -> float:  # type: ignore[no-untyped-def]
-        t0 = _perf_counter_ns()
-        for _ in range(inner):
-            model(*xs)
-        return (_perf_counter_ns() - t0) / 1e9 / inner
-
-    def _sample_cuda(self, model, xs: list, inner: int) -> float:  # type: ignore[no-untyped-def]
-        torch = self.torch
-        starts = [torch.cuda.Event(enable_timing=True) for _ in range(inner)]
-        ends = [torch.cuda.Event(enable_timing=True) for _ in range(inner)]
-        torch.cuda.synchronize()
-        for i in range(inner):
-            self.flush.zero_()  # L2 flush, same stream, outside the timed region
-            starts[i].record()
-            model(*xs)
-            ends[i].record()
-        torch.cuda.synchronize()  # the whole device: work hidden on a side stream must finish too
-        return sum(s.elapsed_time(e) for s, e in zip(starts, ends)) / 1e3 / inner
-
-    def sample(self, side: int, xs: list, inner: int) -> float:
-        fn = self._sample_cuda if self.cuda else self._sample_cpu
-        try:
-            return fn(self.new if side else self.ref, xs, inner)
-        except BaseException as e:
-            if side:
-                raise _classify(e, "runtime_error", "the candidate raised during timing:")
-            raise _classify(e, "harness_error", "the reference Model raised during timing:")
-
     def timing(self) -> None:
-        """Warm-up by time, calibrate ``inner``, then ABBA-interleaved rounds within the budget."""
-        req, torch = self.req, self.torch
+        """Warm-up by time, calibrate ``inner`` per side, then ABBA-interleaved rounds within the
+        budget; the independent monotonic clock brackets it all for the Critic's cross-check.
+
+        Every call of a sample gets its own input set (distinct values at distinct addresses) up
+        to ``timing_pool_bytes`` per side, so a result cached across calls, by pointer or by
+        content, is never a hit (#3); sets repeat only where the inputs are too large for that."""
+        req = self.req
         min_rep, max_rep = int(req["min_repeats"]), int(req["max_repeats"])
-        if self.cuda:
-            self.flush = torch.empty(_FLUSH_BYTES, dtype=torch.uint8, device=self.device)
+        timer = timing.CudaTimer(self.device, self.l2) if self.cuda else timing.CpuTimer()
         # Each side owns its inputs, so an input-mutating candidate cannot disturb the baseline.
-        pools = [[self.inputs(10_007 + k) for k in range(_POOL_SIZE)] for _side in (0, 1)]
-        per_call = []
+        self.pools = [[self.inputs(10_007 + 1000 * s + k) for k in range(_POOL_SIZE)] for s in (0, 1)]
+        models = (self.ref, self.new)
+
+        def sample(side: int, start: int, inner: int) -> float:
+            try:
+                seconds, out, xs = timer.sample(models[side], self.pools[side], start, inner)
+            except BaseException as e:
+                if side:
+                    raise _classify(e, "runtime_error", "the candidate raised during timing:")
+                raise _classify(e, "harness_error", "the reference Model raised during timing:")
+            if side:
+                self.last_timed = (out, xs)
+            return seconds
+
+        inner = self.facts["inner_by_side"]
+        set_bytes = max(1, sum(checks.nbytes(x) for x in self.pools[0][0]))
+        budget = int(req.get("timing_pool_bytes") or (1 << 30 if self.cuda else 128 << 20))
         for side in (0, 1):
             durations: list[float] = []
-            t_end = _perf_counter_ns() + float(req["warmup_s"]) * 1e9
-            while not durations or _perf_counter_ns() < t_end:
-                durations.append(self.sample(side, pools[side][len(durations) % _POOL_SIZE], 1))
+            t_end = timing.perf_ns() + float(req["warmup_s"]) * 1e9
+            while not durations or timing.perf_ns() < t_end:
+                durations.append(sample(side, len(durations), 1))
             steady = sorted(durations[1:] or durations)  # the first call pays for lazy init
-            per_call.append(max(steady[len(steady) // 2], 1e-9))
-        # Same inner for both sides, sized so the faster side's sample lasts >= min_sample_s.
-        inner = max(1, math.ceil(float(req["min_sample_s"]) / min(per_call)))
-        self.result["inner"] = inner = min(inner, _CUDA_MAX_INNER if self.cuda else 1_000_000)
+            per_call = max(steady[len(steady) // 2], 1e-9)
+            n = max(1, math.ceil(float(req["min_sample_s"]) / per_call))
+            n = min(n, max(1, int(_MAX_SAMPLE_S / per_call)))
+            inner[side] = min(n, _CUDA_MAX_INNER) if self.cuda else n
+            want = min(inner[side] + 1, max(_POOL_SIZE, budget // set_bytes))
+            pool = self.pools[side]
+            pool.extend(self.inputs(10_007 + 1000 * side + k) for k in range(len(pool), want))
+        self.facts["pool_sets"] = [len(p) for p in self.pools]
+        self.result["inner"] = inner[1]
+        self.verify()
         self.checkpoint("timing")
         samples = (self.result["baseline_samples"], self.result["candidate_samples"])
-        t_end, rnd = _perf_counter_ns() + float(req["time_budget_s"]) * 1e9, 0
-        while rnd < max_rep and (rnd < min_rep or _perf_counter_ns() < t_end):
+        kids0 = integrity.descendants()
+        t0, t_end, rnd = timing.mono_ns(), timing.perf_ns() + float(req["time_budget_s"]) * 1e9, 0
+        while rnd < max_rep and (rnd < min_rep or timing.perf_ns() < t_end):
             for side in ((0, 1) if rnd % 2 == 0 else (1, 0)):  # ABBA: linear drift hits both
-                samples[side].append(self.sample(side, pools[side][rnd % _POOL_SIZE], inner))
+                samples[side].append(sample(side, rnd * inner[side], inner[side]))
             rnd += 1
-
-    def recheck(self) -> None:
-        """Outputs corrupted only after warm-up are a known hack: validate once more."""
-        entry = self.check(self.seeds[0], candidate_first=True)
-        self.result["recheck"] = entry
-        if not entry["ok"]:
-            raise Failure("incorrect", f"output changed after timing (seed {entry['seed']}): "
-                          f"{entry['reason']}")
-
-    def _identities(self) -> dict:
-        torch = self.torch
-        ids = {"time.perf_counter_ns": time.perf_counter_ns, "time.perf_counter": time.perf_counter,
-               "torch.allclose": torch.allclose, "torch.manual_seed": torch.manual_seed}
-        if self.cuda:
-            ids.update({"torch.cuda.synchronize": torch.cuda.synchronize,
-                        "torch.cuda.Event": torch.cuda.Event})
-        return ids
-
-    def audit(self) -> None:
-        """Report (once) tampering with timers/checkers and threads the candidate left running."""
-        if self.identities is None:
-            return
-        now, warnings = self._identities(), self.result["warnings"]
-        warnings.extend(f"candidate replaced {k}" for k, fn in self.identities.items()
-                        if now.get(k) is not fn)
-        grown = threading.active_count() - self.threads_before
-        if grown > 0:
-            warnings.append(f"candidate left {grown} extra Python thread(s) running")
-        self.identities = None
+            if rnd in (2, 5):
+                t_spot = timing.mono_ns()
+                self.checker.spot_check(self.last_timed)
+                t0 += timing.mono_ns() - t_spot  # not part of the timed loop's wall time
+        span = (timing.mono_ns() - t0) / 1e9
+        self.facts.update(timing_wall_s=span, timed_s=sum(
+            sum(s) * n for s, n in zip(samples, inner)), leftover_s=timer.leftover_s)
+        kids = integrity.descendants()
+        child_s = sum(max(0, t - kids0.get(p, 0)) for p, t in kids.items()) / (os.sysconf("SC_CLK_TCK") or 100)
+        if child_s > max(0.02, 0.1 * span):
+            raise Failure("hack_suspected", f"child processes used {child_s:.2f} s of CPU during the "
+                          f"{span:.2f} s timing phase: work moved out of the timed process")
+        if self.cuda and timer.suspicious > max(2, rnd * inner[1] // 4):
+            raise Failure("hack_suspected", f"in {timer.suspicious} timed calls the device kept "
+                          "working after the end event: work on a CUDA stream the timer did not see")
+        self.checker.spot_check(self.last_timed)
+        self.verify()
+        self.checker.quiet_window(self.audit)
 
     def run(self) -> None:
-        torch = self.torch
-        if self.req.get("num_threads"):
-            torch.set_num_threads(int(self.req["num_threads"]))
-        self.result["fingerprint"] = checks.fingerprint(str(self.device))
+        torch, req = self.torch, self.req
+        if req.get("num_threads"):
+            torch.set_num_threads(int(req["num_threads"]))
+        self.result["fingerprint"] = fp = fpr.fingerprint(str(self.device))
+        if self.cuda:
+            torch.empty(1, device=self.device)  # create the context the L2 controls act on
+            fp["gpu_state_start"] = fpr.gpu_state(str(self.device))
+            self.l2.reset()
+        self.facts["peak"] = req.get("peak")
+        if not self.cuda and not req.get("peak") and req.get("measure_peak"):
+            with self.timed("peak"):
+                self.facts["peak"] = cost.measure_cpu_peak(fp["cpu_affinity"] or 1)
         self.checkpoint("import")
         with torch.no_grad():
             with self.timed("import"):
                 self.build()
             self.checkpoint("correctness")
             with self.timed("correctness"):
-                self.correctness()
+                self.checker.run()
             with self.timed("timing"):
                 self.timing()
                 self.checkpoint("recheck")
-                self.recheck()
-        self.audit()
+                self.checker.recheck(self.pools[1])
+            self.verify()
+        if self.cuda:
+            fp["gpu_state_end"] = fpr.gpu_state(str(self.device))
         self.result.update(status="ok", phase="done")
 
 
+def measure(req: dict, result_path: str, torch, torch_import_s: float) -> int:  # type: ignore[no-untyped-def]
+    """One measurement, written to ``result_path``; the exit code says whether the harness held."""
+    global _RESULT
+    _RESULT = result_path
+    result = {"status": "error", "phase": "start", "error_class": "harness_error",
+              "error_text": None, "nonce": req.get("nonce")}
+    rc = 0
+    try:
+        harness = Harness(req, torch)
+        result = harness.result
+        result["phase_times"]["torch_import"] = torch_import_s
+        harness.run()
+    except BaseException as e:  # noqa: BLE001  a harness bug (or a candidate escaping our guards)
+        if isinstance(e, checks.Failure):
+            result.update(status="error", error_class=e.error_class, error_text=_tail(e.text),
+                          baseline_samples=[], candidate_samples=[])
+        else:
+            oom = _is_oom(e)
+            result.update(status="error", error_class="oom" if oom else "harness_error",
+                          error_text=_tail(_format_exc(e)), baseline_samples=[], candidate_samples=[])
+            rc = 0 if oom else 1
+    _write_result(result)
+    return rc
+
+
 def main(argv: list[str]) -> int:
+    """``request.json`` holds one request, or ``{"batch": [request, ...]}`` for several, each then
+    measured in a forked child of this process (batch.py)."""
     if len(argv) != 2:
         print("usage: python -I -B kernel_harness.py request.json", file=sys.stderr)
         return 2
     with open(argv[1], encoding="utf-8") as f:
         req = json.load(f)
-    os.remove(argv[1])  # the nonce inside must not be readable by the candidate from disk
-    result = {"status": "error", "phase": "start", "error_class": "harness_error",
-              "error_text": None, "nonce": req.get("nonce")}
-    harness, rc = None, 0
+    os.remove(argv[1])  # the nonces inside must not be readable by the candidate from disk
+    entries = req["batch"] if "batch" in req else None
+    global _RESULT
     try:
         t0 = time.perf_counter()
         import torch  # noqa: PLC0415  (imported here so a missing torch is reported as data)
 
         torch_import_s = time.perf_counter() - t0
-        global checks
-        checks = _load_module("arbor_kernel_checks", os.path.join(_HERE, "kernel_checks.py"))
-        harness = Harness(req, torch)
-        result = harness.result
-        result["phase_times"]["torch_import"] = torch_import_s
-        harness.run()
-    except Failure as e:
-        if harness is not None:
-            harness.audit()
-        result.update(status="error", error_class=e.error_class, error_text=_tail(e.text),
-                      baseline_samples=[], candidate_samples=[])
-    except BaseException as e:  # noqa: BLE001  a harness bug (or a candidate escaping our guards)
-        oom = _is_oom(e)
-        result.update(status="error", error_class="oom" if oom else "harness_error",
-                      error_text=_tail(_format_exc(e)), baseline_samples=[], candidate_samples=[])
-        rc = 0 if oom else 1
-    _write_result(result)
-    return rc
+        global checks, integrity, timing, cost, fpr, correctness, Failure
+        checks, integrity, timing, cost, fpr, correctness = (
+            _load_module(f"arbor_harness_{n}", os.path.join(_HERE, f"{f}.py")) for n, f in
+            (("checks", "kernel_checks"), ("integrity", "integrity"), ("timing", "timing"),
+             ("cost", "cost"), ("fingerprint", "fingerprint"), ("correctness", "correctness")))
+        Failure = checks.Failure
+        if entries is not None:
+            batch = _load_module("arbor_harness_batch", os.path.join(_HERE, "batch.py"))
+            return batch.run(entries, lambda r, path: measure(r, path, torch, torch_import_s))
+    except BaseException as e:  # noqa: BLE001  torch or a helper missing: report it as data
+        for i, r in enumerate(entries if entries is not None else [req]):
+            _RESULT = f"result-{i}.json" if entries is not None else "result.json"
+            _write_result({"status": "error", "phase": "start", "error_class": "harness_error",
+                           "error_text": _tail(_format_exc(e)), "nonce": r.get("nonce")})
+        return 1
+    return measure(req, "result.json", torch, torch_import_s)
 
 
 if __name__ == "__main__":
@@ -353,5 +393,5 @@ if __name__ == "__main__":
     sys.stdout.flush()
     sys.stderr.flush()
     # Skip interpreter shutdown: a candidate's non-daemon threads or atexit hooks must not turn a
-    # finished measurement into a timeout (they are already reported in "warnings").
+    # finished measurement into a timeout (they are reported by the process audit).
     os._exit(code)

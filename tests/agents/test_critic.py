@@ -47,7 +47,8 @@ def test_accept_real_speedup():
     j = critic.judge(ev(), samples(10, 0.02), samples(5, 0.02, seed=1))
     assert (j.decision, j.diagnosis, j.final_state) == ("accept", "improved", "accepted")
     assert j.value == pytest.approx(np.log(j.speedup))
-    assert [g["gate"] for g in j.gates] == ["guard", "ran", "correct", "stable", "significant", "confirm_best"]
+    assert [g["gate"] for g in j.gates] == ["guard", "ran", "correct", "plausible", "stable", "env",
+                                          "significant", "confirm_best"]
 
 
 def test_no_gain_when_ci_includes_one():
@@ -126,3 +127,158 @@ def test_guard_passes_honest_and_catches_syntax():
     assert check_source(honest) == []
     assert check_source("class ModelNew(:\n")[0].code == "compile_error"
     assert check_source("x = 1\n")[0].code == "compile_error"
+
+
+# ---- integrity gates on synthetic evidence ---------------------------------------------------
+FP = {"host": "h1", "device": "cpu", "device_name": "EPYC", "cpu_model": "EPYC", "num_threads": 1,
+      "torch": "2.13"}
+PEAK = {"flops_per_s": 1e11, "bytes_per_s": 1e11, "source": "measured"}
+
+
+def test_mann_whitney_second_opinion_can_veto():
+    strict = HeuristicCritic(CriticConfig(max_cv=0.5, mw_alpha=1e-9, confirm_new_best=False))
+    b, c = samples(10, 0.05), samples(9.6, 0.05, seed=1)  # CI [1.027, ...] clears 1 + noise, p ~ 1e-7
+    j = strict.judge(ev(), b, c)
+    assert (j.diagnosis, j.gates[-1]["gate"]) == ("no_gain", "significant") and "Mann-Whitney" in j.reason
+
+
+def test_minimum_effect_size():
+    big = HeuristicCritic(CriticConfig(max_cv=0.1, min_speedup=1.5, confirm_new_best=False))
+    j = big.judge(ev(), samples(10, 0.01), samples(8, 0.01, seed=1))  # a clear but small 1.25x
+    assert j.diagnosis == "no_gain" and "minimum effect size" in j.reason
+
+
+def test_env_drift_identity_rejects_and_throttling_remeasures():
+    base = dict(FP)
+    j = critic.judge(ev(fingerprint={**FP, "host": "h2"}, baseline_fingerprint=base),
+                     samples(10, 0.02), samples(5, 0.02, seed=1))
+    assert (j.decision, j.diagnosis) == ("reject", "env_drift") and "host" in j.reason
+    assert critic.judge(ev(fingerprint={**FP, "num_threads": 2}, baseline_fingerprint=base),
+                        samples(10, 0.02), samples(5, 0.02, seed=1)).diagnosis == "env_drift"
+    hot = {**FP, "gpu_state_end": {"throttle_reasons": 0x20}}
+    j = critic.judge(ev(fingerprint=hot, baseline_fingerprint=base), samples(10, 0.02), samples(5, 0.02, seed=1))
+    assert (j.decision, j.diagnosis, j.remeasure_purpose) == ("remeasure", "env_drift", "remeasure")
+    assert "SwThermal" in j.reason
+    j = critic.judge(ev(fingerprint={**FP, "gpu_throttle_reasons": 0x4}, baseline_fingerprint=base,
+                        remeasures_done=1), samples(10, 0.02), samples(5, 0.02, seed=1))
+    assert (j.decision, j.diagnosis) == ("reject", "env_drift") and "SwPowerCap" in j.reason
+    idle = {**FP, "gpu_throttle_reasons": 0x1}  # GpuIdle is not a slowdown
+    assert critic.judge(ev(fingerprint=idle, baseline_fingerprint=base),
+                        samples(10, 0.02), samples(5, 0.02, seed=1)).decision == "accept"
+
+
+def test_locked_clock_drift_is_env_drift():
+    lock = {**FP, "clocks_locked": True}
+    a = {**lock, "gpu_state_end": {"sm_clock_mhz": 1980}}
+    b = {**lock, "gpu_state_end": {"sm_clock_mhz": 1410}}
+    j = critic.judge(ev(fingerprint=a, baseline_fingerprint=b), samples(10, 0.02), samples(5, 0.02, seed=1))
+    assert j.diagnosis == "env_drift" and "1980" in j.reason
+    unlocked = {**FP, "gpu_state_end": {"sm_clock_mhz": 1980}}
+    assert critic.judge(ev(fingerprint=unlocked, baseline_fingerprint={**FP, "gpu_state_end": {"sm_clock_mhz": 1410}}),
+                        samples(10, 0.02), samples(5, 0.02, seed=1)).decision == "accept"
+
+
+def test_speed_of_light_floor():
+    facts = {"cost": {"bytes": 10_000_000, "flops": 0, "dtype": "float32"}, "peak": PEAK}
+    # 10 MB at 100 GB/s = 100 us; slack 2 flags below 50 us
+    fast = critic.judge(ev(fingerprint=FP, facts=facts), samples(1e-3, 0.02), samples(20e-6, 0.02, seed=1))
+    assert (fast.diagnosis, [g["gate"] for g in fast.gates if not g["passed"]]) == ("hack_suspected", ["plausible"])
+    assert "faster than the hardware allows" in fast.reason
+    ok = critic.judge(ev(fingerprint=FP, facts=facts), samples(1e-3, 0.02), samples(200e-6, 0.02, seed=1))
+    assert ok.decision == "accept"
+    assert any("of speed of light" in g["reason"] for g in ok.gates if g["gate"] == "plausible")
+    # the baseline itself below the floor: the peak is wrong for this machine, so no verdict from it
+    assert critic.judge(ev(fingerprint=FP, facts=facts), samples(30e-6, 0.02),
+                        samples(10e-6, 0.02, seed=1)).decision == "accept"
+    # plausibility comes before stability: an impossible result is not re-measured as "unstable"
+    noisy = critic.judge(ev(fingerprint=FP, facts=facts), samples(1e-3, 0.5), samples(20e-6, 0.5, seed=1))
+    assert noisy.diagnosis == "hack_suspected"
+
+
+def test_flop_floor_only_when_asked():
+    facts = {"cost": {"bytes": 1000, "flops": 10**9, "dtype": "float32"}, "peak": PEAK}  # 10 ms of FLOPs
+    b, c = samples(50e-3, 0.02), samples(1e-3, 0.02, seed=1)
+    assert critic.judge(ev(fingerprint=FP, facts=facts), b, c).decision == "accept"  # algebra may cut FLOPs
+    flops = HeuristicCritic(CriticConfig(max_cv=0.1, plausibility_flops=True, confirm_new_best=False))
+    assert flops.judge(ev(fingerprint=FP, facts=facts), b, c).diagnosis == "hack_suspected"
+
+
+def test_gpu_floor_from_the_device_table():
+    fp = {**FP, "device": "cuda", "gpu_name": "NVIDIA H100 80GB HBM3"}
+    facts = {"cost": {"bytes": 3_900_000_000, "flops": 0, "dtype": "float16"}}  # 1 ms at 3.9 TB/s
+    j = critic.judge(ev(fingerprint=fp, facts=facts), samples(5e-3, 0.02), samples(0.2e-3, 0.02, seed=1))
+    assert j.diagnosis == "hack_suspected" and "table:H100" in j.reason
+    unknown = {**fp, "gpu_name": "Some Future GPU"}
+    assert critic.judge(ev(fingerprint=unknown, facts=facts), samples(5e-3, 0.02),
+                        samples(0.2e-3, 0.02, seed=1)).decision == "accept"
+
+
+def test_timer_cross_checks():
+    b, c = samples(1e-3, 0.02), samples(0.5e-3, 0.02, seed=1)
+    lying = {"timed_s": 9.0, "job_wall_s": 3.0, "timing_wall_s": 9.5}
+    j = critic.judge(ev(fingerprint=FP, facts=lying), b, c)
+    assert j.diagnosis == "hack_suspected" and "parent's clock" in j.reason
+    escaping = {"timed_s": 0.1, "job_wall_s": 3.0, "timing_wall_s": 1.0}
+    j = critic.judge(ev(fingerprint=FP, facts=escaping), b, c)
+    assert j.diagnosis == "hack_suspected" and "10%" in j.reason
+    cuda = critic.judge(ev(fingerprint={**FP, "device": "cuda"}, facts=escaping), b, c)
+    assert cuda.decision == "accept"  # on GPU the L2 flush legitimately sits outside the events
+
+
+def test_harness_findings_route_to_their_gates():
+    j = critic.judge(ev(status="error", error_class="hack_suspected", correctness=OK[:1],
+                        error_text="the candidate modified input 0 in place"), [], [])
+    assert (j.decision, j.diagnosis) == ("reject", "hack_suspected")
+    assert [g["gate"] for g in j.gates if not g["passed"]] == ["plausible"] and "input 0" in j.reason
+    j = critic.judge(ev(status="error", error_class="harness_error",
+                        error_text="degenerate problem: for seed 0 the reference output 0 is all zeros"), [], [])
+    assert (j.decision, j.diagnosis) == ("fail", "harness_error") and j.reason.startswith("degenerate problem")
+
+
+def test_aa_split_noise_is_a_bias_not_a_spread():
+    from arbor.agents.critic.stats import aa_split_noise
+
+    flat = samples(1.0, 0.05, n=200)
+    assert aa_split_noise(flat) < 0.03
+    assert aa_split_noise(samples(1.0, 0.4, n=20)) == 0.0  # scatter alone demonstrates no bias
+    biased = [x * (1.1 if i % 2 == 0 else 1.0) for i, x in enumerate(flat)]  # first-in-round 10% slower
+    assert 0.05 < aa_split_noise(biased) < 0.1
+    j = critic.judge(ev(), biased, samples(1.0, 0.05, n=200, seed=1))  # a ~1.05x "win" made of the bias
+    assert j.diagnosis == "no_gain"
+
+
+@pytest.mark.parametrize("src, reason", [
+    ("import _thread\nclass ModelNew:\n    pass\n", "imports _thread"),
+    ("import os\nclass ModelNew:\n    def __init__(self):\n        os.posix_spawn('x', [], {})\n", "posix_spawn"),
+    ("import sys\nM = sys.modules['arbor_problem'].Model\nclass ModelNew:\n    pass\n", "sys.modules"),
+    ("import torch\ntorch.__dict__['allclose'] = 1\nclass ModelNew:\n    pass\n", "__dict__"),
+    ("import torch\nclass ModelNew:\n    def __init__(self):\n        torch.set_float32_matmul_precision('medium')\n",
+     "lowers precision"),
+    ("import torch\ntorch.backends.cuda.matmul.allow_tf32 = True\nclass ModelNew:\n    pass\n", "allow_tf32"),
+    ("import torch\nlib = torch.library.Library('aten', 'IMPL')\nclass ModelNew:\n    pass\n", "aten"),
+    ("from torch.utils._python_dispatch import TorchDispatchMode\nclass ModelNew:\n    pass\n", "intercepts"),
+    ("import sys\nsys.setprofile(None)\nclass ModelNew:\n    pass\n", "sys.setprofile"),
+    ("from pathlib import Path\nclass ModelNew:\n    def f(self):\n        return Path('/x').read_bytes()\n",
+     "read_bytes"),
+    ("import torch.nn.functional as fn\nfn.gelu = None\nclass ModelNew:\n    pass\n", "fn.gelu"),
+    ("from arbor_harness_checks import compare\nclass ModelNew:\n    pass\n", "reaching the harness"),
+    ("import torch\nclass T(torch.Tensor):\n    def __torch_function__(cls, *a):\n        return True\n"
+     "class ModelNew:\n    pass\n", "__torch_function__"),
+])
+def test_guard_flags_more_hacks(src, reason):
+    findings = check_source(src)
+    assert findings and all(f.code == "hack_suspected" for f in findings)
+    assert any(reason in f.reason for f in findings), [f.reason for f in findings]
+
+
+def test_guard_passes_ordinary_kernel_code():
+    honest = (
+        "import math\nimport torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n"
+        "class ModelNew(nn.Module):\n"
+        "    def __init__(self):\n        super().__init__()\n        torch.set_num_threads(2)\n"
+        "        self.register_buffer('w', torch.ones(4))\n        self.cache = {}\n"
+        "        self._compiled_forward = torch.compile(self._forward_eager)\n"
+        "    def _forward_eager(self, x):\n        y = torch.empty_like(x)\n        y[0] = 1\n"
+        "        for m in self.modules():\n            pass\n        return F.gelu(x) * self.w.sum()\n"
+        "    @torch.inference_mode()\n    def forward(self, x):\n        return self._compiled_forward(x)\n")
+    assert check_source(honest) == []

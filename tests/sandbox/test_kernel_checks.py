@@ -1,13 +1,27 @@
-"""The harness's comparison and size rules, tested in process (no sandbox start)."""
+"""The harness's comparison, degenerate-problem, integrity and cost rules, tested in process (no
+sandbox start)."""
 
 from __future__ import annotations
 
+import threading
+import time
 import types
 
 import pytest
 import torch
 
-from arbor.sandbox.harness.kernel_checks import SizeError, apply_sizes, compare, fingerprint
+from arbor.sandbox.harness import cost, integrity
+from arbor.sandbox.harness.fingerprint import fingerprint, gpu_state
+from arbor.sandbox.harness.kernel_checks import (
+    SizeError,
+    apply_sizes,
+    compare,
+    degenerate,
+    dense,
+    overlaps,
+    same_values,
+    tolerance,
+)
 
 
 def test_compare_accepts_close_and_reports_errors():
@@ -15,25 +29,82 @@ def test_compare_accepts_close_and_reports_errors():
     res = compare(r, r + 1e-6, atol=1e-4, rtol=1e-4)
     assert res["ok"] and res["max_abs_err"] == pytest.approx(1e-6, rel=0.1)
     res = compare(r, r + 1e-2, atol=1e-4, rtol=1e-4)
-    assert not res["ok"] and "differ" in res["reason"]
+    assert not res["ok"] and res["code"] == "incorrect" and "within" in res["reason"]
     assert res["max_abs_err"] == pytest.approx(1e-2, rel=1e-3)
 
 
-def test_compare_nan_inf_shape_dtype_subclass_tuple():
+def test_per_dtype_tolerances_apply_to_each_output():
+    assert tolerance(torch.float32, None, None) == (1e-4, 1e-4)
+    assert tolerance(torch.bfloat16, None, None) == (1e-2, 1e-2)
+    assert tolerance(torch.float16, 0.5, None) == (0.5, 1e-2)  # explicit values win
+    assert tolerance(torch.int64, None, None) == (0.0, 0.0)
+    r32, r16 = torch.ones(64), torch.ones(64, dtype=torch.float16)
+    assert not compare(r32, r32 + 5e-3)["ok"]  # 5e-3 is far outside fp32's 1e-4
+    assert compare(r16, r16 + 5e-3)["ok"]  # and inside fp16's 1e-2
+
+
+def test_share_within_tolerance_and_outliers():
+    r = torch.linspace(1, 2, 1000)
+    c = r.clone()
+    c[:5] += 3e-4  # 0.5% slightly out: rounding-like, allowed at 99%
+    assert compare(r, c, close_fraction=0.99)["ok"]
+    assert not compare(r, c, close_fraction=1.0)["ok"]
+    c[0] += 1.0  # one element far out (a broken tail): never allowed
+    res = compare(r, c, close_fraction=0.99)
+    assert not res["ok"] and "10x the tolerance" in res["reason"]
+    c = r.clone()
+    c[:20] += 3e-4  # 2% out
+    assert "98.00% of elements" in compare(r, c, close_fraction=0.99)["reason"]
+
+
+def test_compare_nan_inf_zero_constant_shape_dtype_subclass_tuple():
     r = torch.tensor([1.0, float("inf"), float("nan")])
     assert compare(r, r.clone(), 1e-4, 1e-4)["ok"]  # equal inf and matching NaN are fine
     bad = r.clone()
     bad[0] = float("nan")
-    assert "NaN" in compare(r, bad, 1e-4, 1e-4)["reason"]
+    assert "NaN/Inf" in compare(r, bad, 1e-4, 1e-4)["reason"]
+    x = torch.randn(64) * 1e-5  # zeros would pass atol=1e-4 ...
+    assert "all zeros" in compare(x, torch.zeros(64))["reason"]  # ... but are rejected
+    y = torch.full((64,), 0.5) + torch.randn(64) * 1e-5
+    assert "constant" in compare(y, torch.full((64,), 0.5))["reason"]
     assert "shape" in compare(torch.ones(2, 3), torch.ones(3, 2), 1e-4, 1e-4)["reason"]
     assert not compare(torch.ones(2), torch.ones(2, dtype=torch.float64), 1e-4, 1e-4)["ok"]
 
     class Fake(torch.Tensor):
         pass
 
-    assert "Fake" in compare(torch.ones(2), torch.ones(2).as_subclass(Fake), 1e-4, 1e-4)["reason"]
+    res = compare(torch.ones(2), torch.ones(2).as_subclass(Fake), 1e-4, 1e-4)
+    assert "Fake" in res["reason"] and res["code"] == "hack_suspected"
     assert compare((torch.ones(2), torch.zeros(1)), [torch.ones(2), torch.zeros(1)], 0, 0)["ok"]
     assert "outputs" in compare((torch.ones(2), torch.ones(2)), torch.ones(2), 0, 0)["reason"]
+
+
+def test_expanded_outputs_are_not_materialized():
+    r = torch.randn(1, 8).expand(4, 8).contiguous()
+    fake = r[:1].expand(4, 8)  # same values, one row of memory
+    res = compare(r, fake)
+    assert not res["ok"] and res["code"] == "hack_suspected" and "expanded" in res["reason"]
+    assert dense(torch.randn(2, 3, 4, 5).permute(0, 2, 3, 1))  # NHWC-style layouts are fine
+    assert compare(r, r.t().contiguous().t())["ok"]
+    assert not dense(fake)
+
+
+def test_degenerate_reference_detection():
+    assert "all zeros" in degenerate(torch.zeros(8, 8), None, None, 0.99)
+    assert "constant" in degenerate(torch.full((8, 8), 3.0), None, None, 0.99)
+    assert "NaN/Inf" in degenerate(torch.full((4,), float("nan")), None, None, 0.99)
+    tiny = torch.randn(1000) * 1e-6  # every element within atol of 0
+    assert "within the tolerance" in degenerate(tiny, None, None, 0.99)
+    assert degenerate(torch.randn(1000), None, None, 0.99) is None
+    assert degenerate(torch.relu(torch.randn(1000)), None, None, 0.99) is None  # half zeros is fine
+    assert degenerate(torch.tensor(2.5), None, None, 0.99) is None  # a scalar loss
+
+
+def test_values_and_overlap_helpers():
+    a = torch.tensor([1.0, float("nan")])
+    assert same_values(a, a.clone()) and not same_values(a, torch.tensor([1.0, 2.0]))
+    base = torch.zeros(10)
+    assert overlaps(base[:5], base[4:]) and not overlaps(base, torch.zeros(10))
 
 
 def test_apply_sizes_scale_and_overrides():
@@ -52,3 +123,80 @@ def test_fingerprint_fields():
                 "num_threads", "device", "device_name"):
         assert key in fp
     assert fp["torch"] == torch.__version__ and fp["device"] == "cpu"
+    assert gpu_state("cpu") == {}
+
+
+def test_identity_snapshot_sees_patches_but_not_torch_wrappers():
+    snap = integrity.IdentitySnapshot({"mod": types.SimpleNamespace(f=len)})
+    assert snap.changed() == []
+    original = time.perf_counter_ns
+    try:
+        time.perf_counter_ns = lambda: 0
+        assert "time.perf_counter_ns" in snap.changed()
+    finally:
+        time.perf_counter_ns = original
+    assert snap.changed() == []
+    # a wrapper whose code lives inside torch and wraps the original is torch's own (dynamo does this)
+    from torch._compile import _disable_dynamo
+
+    old = torch.nn.functional.gelu
+    try:
+        torch.nn.functional.gelu = _disable_dynamo(old)
+        assert snap.changed() == []
+        torch.nn.functional.gelu = lambda x: old(x)
+        assert snap.changed() == ["torch.nn.functional.gelu"]
+    finally:
+        torch.nn.functional.gelu = old
+
+
+def test_global_state_changes_are_listed():
+    before = integrity.global_state()
+    old = torch.get_float32_matmul_precision()
+    try:
+        torch.set_float32_matmul_precision("medium" if old != "medium" else "high")
+        diff = integrity.state_changes(before, integrity.global_state())
+        assert any(d.startswith("float32_matmul_precision:") for d in diff)
+    finally:
+        torch.set_float32_matmul_precision(old)
+    assert integrity.state_changes(before, integrity.global_state()) == []
+
+
+def test_process_audit_sees_busy_threads():
+    audit = integrity.ProcessAudit()
+    assert audit.quiet(0.05)["other_threads_cpu_s"] < 0.04
+    stop = threading.Event()
+
+    def spin():
+        while not stop.is_set():
+            sum(range(1000))
+
+    t = threading.Thread(target=spin, name="spinner", daemon=True)
+    t.start()
+    try:
+        q = audit.quiet(0.2)
+        assert q["other_threads_cpu_s"] > 0.05  # generous: a loaded CI box still gives it some CPU
+        assert audit.report()["py_threads_new"] == ["spinner"]
+    finally:
+        stop.set()
+        t.join()
+
+
+def test_poison_fills_reused_memory():
+    x = torch.randn(4096)
+    y = x * 2
+    addr = y.data_ptr()
+    del y
+    integrity.poison([x], float("nan"))
+    z = torch.empty(4096)
+    if z.data_ptr() == addr:  # the allocator reused the block (glibc does, for this size)
+        assert bool(z[100:].isnan().all())
+
+
+def test_reference_cost_counts_bytes_and_matmul_flops():
+    lin = torch.nn.Linear(64, 32, bias=False)
+    x = torch.randn(16, 64)
+    with torch.no_grad():
+        out = lin(x)
+        c = cost.reference_cost(lin, [x], out)
+    assert c["bytes"] == (16 * 64 + 16 * 32) * 4 and c["dtype"] == "float32"
+    assert c["flops"] == 2 * 16 * 64 * 32

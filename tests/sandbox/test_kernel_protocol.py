@@ -36,8 +36,10 @@ def test_correct_candidate_is_timed():
     m = measure(GOOD)
     assert m.status == "ok", m.error_text
     assert m.error_class is None
-    assert len(m.correctness) == 3 and all(c["ok"] for c in m.correctness)
-    assert [c["seed"] for c in m.correctness] == [0, 1, 2]
+    # five seeds (the default), then the determinism re-run of seed 0 in fresh, re-poisoned memory
+    assert len(m.correctness) == 6 and all(c["ok"] for c in m.correctness)
+    assert [c["seed"] for c in m.correctness] == [0, 1, 2, 3, 4, 0]
+    assert m.correctness[-1]["purpose"] == "determinism"
     assert all(c["max_abs_err"] < 1e-4 for c in m.correctness)
     assert len(m.baseline_samples) >= 5 and len(m.candidate_samples) >= 5
     assert len(m.baseline_samples) == len(m.candidate_samples)
@@ -46,7 +48,10 @@ def test_correct_candidate_is_timed():
     assert m.input_shapes == [[32, 256]]
     assert m.fingerprint["num_threads"] == 1 and m.fingerprint["torch"]
     assert set(m.phase_times) >= {"import", "correctness", "timing"}
-    assert m.extra["recheck"]["ok"]
+    assert m.extra["recheck"]["ok"] and m.extra["probe"]["ok"]
+    assert m.stats["cost"]["bytes"] == 2 * 32 * 256 * 4 and m.stats["peak"]["bytes_per_s"] > 0
+    assert m.stats["timed_s"] <= m.stats["timing_wall_s"] <= m.stats["job_wall_s"]
+    assert m.stats["audit"]["child_processes_new"] == 0
     assert KernelMeasurement.from_dict(m.to_dict()) == m
 
 
@@ -54,7 +59,7 @@ def test_incorrect_candidate_is_not_timed():
     m = measure(_candidate("return torch.nn.functional.gelu(x) * 1.01"))
     assert (m.status, m.error_class) == ("error", "incorrect")
     assert m.baseline_samples == [] and m.candidate_samples == []
-    assert len(m.correctness) == 3 and not any(c["ok"] for c in m.correctness)
+    assert len(m.correctness) == 5 and not any(c["ok"] for c in m.correctness)
     assert "seed 0" in m.error_text
 
 
@@ -96,12 +101,13 @@ def test_infinite_loop_times_out():
     assert "time limit of 6 s during phase" in m.error_text  # the last checkpoint says where
 
 
-def test_output_corrupted_after_warmup_is_caught_by_recheck():
+def test_output_corrupted_after_warmup_is_caught_while_timed():
     body = ("self.calls += 1\n        y = torch.nn.functional.gelu(x, approximate='tanh')\n"
-            "        return y if self.calls <= 3 else y * 0")
+            "        return y if self.calls <= 8 else y * 0")
     src = _candidate(body).replace("super().__init__()", "super().__init__()\n        self.calls = 0")
     m = measure(src)
-    assert m.error_class == "incorrect" and "after timing" in m.error_text
+    # the spot check of an output produced inside the timing loop sees it first
+    assert m.error_class == "incorrect" and "inside the timing loop" in m.error_text
     assert all(c["ok"] for c in m.correctness) and m.candidate_samples == []
 
 
@@ -146,10 +152,31 @@ def test_aa_mode_times_reference_against_itself():
 
 def test_job_is_self_contained():
     job = build_job(KernelRequest(PROBLEM, GOOD), nonce="n")
-    assert set(job.files) == {"kernel_harness.py", "kernel_checks.py", "problem.py", "candidate.py",
-                              "request.json"}
+    assert set(job.files) == {"kernel_harness.py", "kernel_checks.py", "integrity.py", "timing.py",
+                              "cost.py", "fingerprint.py", "correctness.py", "batch.py", "problem.py",
+                              "candidate.py", "request.json"}
     assert job.argv[1:] == ["-I", "-B", "kernel_harness.py", "request.json"]
     assert job.memory_bytes == 8 << 30
     assert build_job(KernelRequest(PROBLEM, GOOD, device="cuda"), "n").memory_bytes is None
     with pytest.raises(ValueError, match="mode"):
         build_job(KernelRequest(PROBLEM, GOOD, mode="ba"), "n")
+
+
+def test_batch_measures_each_candidate_in_its_own_process():
+    """One sandbox job, one torch import, one forked child per candidate: a candidate that patches
+    the timer or hangs affects only its own measurement."""
+    from arbor.sandbox.kernel_protocol import measure_kernels
+
+    patcher = _candidate("return torch.nn.functional.gelu(x, approximate='tanh')",
+                         header="import time\ntime.perf_counter_ns = lambda: 0")
+    reqs = [KernelRequest(PROBLEM, src, **{**FAST, "timeout_s": t}) for src, t in
+            [(patcher, 60), (_candidate("while True:\n            pass"), 6), (GOOD, 60),
+             ("no model here", 60)]]
+    t0 = time.monotonic()
+    patched, hung, good, missing = measure_kernels(LocalRunner(), reqs)
+    assert (patched.error_class, hung.error_class, good.status, missing.error_class) == (
+        "hack_suspected", "timeout", "ok", "compile_error"), (patched.error_text, hung.error_text)
+    assert "time.perf_counter_ns" in patched.error_text
+    assert "time limit of 6 s during phase" in hung.error_text
+    assert good.extra["recheck"]["ok"] and len(good.correctness) == 6  # unaffected by its neighbours
+    assert time.monotonic() - t0 < 60

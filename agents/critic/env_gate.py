@@ -1,0 +1,74 @@
+"""Gate 4, ``env``: the measurement ran where the campaign baseline ran, under the same conditions.
+
+Every measurement times baseline and candidate interleaved in one process, so the speedup itself
+is paired; but values are compared across measurements (against the parent, the best, the
+baseline's noise floor) and a speedup measured on a throttling GPU or another machine does not
+transfer (ANCHORS: the same reference on two H100 variants differs by 1.51x). Identity changes
+(host, device, CPU model, thread count, driver, torch) reject outright; transient ones (throttle
+reasons, clocks away from the baseline's) get one re-measurement first.
+"""
+
+from __future__ import annotations
+
+from .evidence import CriticConfig, Evidence, GateOutcome, remeasure_or_reject
+
+IDENTITY_KEYS = ("host", "kernel", "device", "device_name", "gpu_name", "cpu_model", "num_threads",
+                 "torch", "gpu_driver", "cuda_runtime", "governor", "cpu_max_khz", "clock_mode")
+# NVML clocks-event reasons that mean "running slower than it should" (ANCHORS):
+# SwPowerCap 0x4, HwSlowdown 0x8, SwThermal 0x20, HwThermal 0x40, HwPowerBrake 0x80.
+BAD_THROTTLE = {0x4: "SwPowerCap", 0x8: "HwSlowdown", 0x20: "SwThermal", 0x40: "HwThermal",
+                0x80: "HwPowerBrake"}
+
+
+def _states(fp: dict) -> list[tuple[str, dict]]:
+    """GPU state readings in a fingerprint: the harness's before/after timing (``gpu_state_*``)
+    and the runner's own, read outside the sandbox after the job (flat ``gpu_*`` keys)."""
+    out = [(w.removeprefix("gpu_state_"), fp.get(w) or {}) for w in ("gpu_state_start", "gpu_state_end")]
+    out.append(("runner", {"throttle_reasons": fp.get("gpu_throttle_reasons"),
+                           "sm_clock_mhz": fp.get("gpu_sm_mhz") or fp.get("gpu_graphics_mhz"),
+                           "mem_clock_mhz": fp.get("gpu_memory_mhz")}))
+    return out
+
+
+def _throttles(fp: dict) -> list[str]:
+    found = []
+    for when, state in _states(fp):
+        reasons = int(state.get("throttle_reasons") or 0)
+        found += [f"{name} ({when})" for bit, name in BAD_THROTTLE.items() if reasons & bit]
+    return found
+
+
+def _clock_drift(fp: dict, base: dict, tol: float) -> str | None:
+    """Clocks read right after timing (the GPU still at its working clocks) vs the baseline's.
+    Only where the runner locked them: unlocked boost clocks wander by design (that is what
+    ``sandbox.clocks: lock`` is for), and throttling is caught by the reasons above either way."""
+    if tol <= 0 or not (fp.get("clocks_locked") and base.get("clocks_locked")):
+        return None
+    for (when, now), (_w, then) in zip(_states(fp)[1:], _states(base)[1:]):
+        for key in ("sm_clock_mhz", "mem_clock_mhz"):
+            a, b = now.get(key), then.get(key)
+            if a is not None and b is not None and abs(float(a) - float(b)) > tol:
+                return (f"{key.split('_')[0]} clock {a} MHz vs {b} MHz at the baseline "
+                        f"({when} reading, tolerance {tol:g} MHz)")
+    return None
+
+
+def gate_env(ev: Evidence, st, cfg: CriticConfig) -> GateOutcome | None:  # type: ignore[no-untyped-def]
+    if not cfg.check_env or ev.status != "ok" or not ev.fingerprint:
+        return None
+    fp, base = ev.fingerprint, ev.baseline_fingerprint
+    if base and not ev.is_root:
+        changed = [f"{k}: {base.get(k)!r} -> {fp.get(k)!r}" for k in IDENTITY_KEYS
+                   if k in base and k in fp and base.get(k) != fp.get(k)]
+        if changed:
+            return GateOutcome("reject", "env_drift", "measured in a different environment than the "
+                               f"baseline ({'; '.join(changed[:3])}): timings do not transfer "
+                               "across machines; rerun where the baseline ran or start a new campaign")
+    throttled = _throttles(fp)
+    if throttled:
+        return remeasure_or_reject(ev, cfg, "env_drift",
+                                   f"the GPU was throttled: {', '.join(throttled[:3])}")
+    drift = _clock_drift(fp, base, cfg.clock_tolerance_mhz) if base and not ev.is_root else None
+    if drift:
+        return remeasure_or_reject(ev, cfg, "env_drift", drift)
+    return None

@@ -1,0 +1,122 @@
+"""Offline serving Specialist: knob moves from skills, triggered by the parent's symptoms.
+
+Same contract as the kernel specialist (options → propose), with one addition: a move may carry
+``when: <condition>`` over what the parent's last measurement showed — queueing, KV-cache usage,
+preemptions, the TTFT/TPOT balance, SLO ratios — and over the parent's knob values. A move whose
+condition is false is not offered below that parent (raising the batch size cures queueing, not
+a slow decode); one whose condition cannot be evaluated (the server does not report that
+symptom) is offered at half its prior. Every candidate config must pass the campaign's own knob
+table (``config_problem``) before it is offered, so no measurement is wasted on a config the
+spec forbids.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import dataclass
+from typing import Callable
+
+from arbor.agents.priors import OutcomeIndex
+from arbor.agents.skills import MoveSpec, SkillError
+from arbor.search_tree.records import NodeRecord
+from arbor.search_tree.store import artifact_sha
+
+from .conditions import Condition, ConditionError, compile_condition
+from .kernel_heuristic import HeuristicKernelSpecialist, Option, Proposal
+
+UNKNOWN_FACTOR = 0.5
+
+
+@dataclass(frozen=True)
+class ServingOption(Option):
+    why: str = ""
+
+
+class HeuristicServingSpecialist(HeuristicKernelSpecialist):
+    name = "serving-heuristic"
+
+    def __init__(self, moves: list[MoveSpec], seed: int = 0,
+                 symptoms_of: Callable[[NodeRecord], dict | None] | None = None,
+                 config_problem: Callable[[str], str | None] | None = None):
+        super().__init__(moves, seed)
+        self.symptoms_of = symptoms_of or (lambda node: None)
+        self.config_problem = config_problem or (lambda text: None)
+        self.conditions: dict[str, Condition | None] = {}
+        for m in self.moves:
+            try:
+                self.conditions[m.id] = compile_condition(m.when) if m.when else None
+            except ConditionError as err:
+                raise SkillError(f"move {m.id}", "when", f"{m.when!r}: {err}",
+                                 "write a comparison such as 'queued > 0 and kv_usage < 0.7'") from None
+
+    def env(self, parent: NodeRecord, parent_source: str) -> dict:
+        """Names a condition can read: the parent's knob values, then its symptoms."""
+        try:
+            cfg = json.loads(parent_source)
+        except ValueError:
+            cfg = {}
+        return {**(cfg if isinstance(cfg, dict) else {}), **(self.symptoms_of(parent) or {})}
+
+    def options(self, parent: NodeRecord, parent_source: str, tried: set[str],
+                is_known: Callable[[str], bool], outcomes: OutcomeIndex) -> list[Option]:
+        env = self.env(parent, parent_source)
+        out: list[Option] = []
+        for move in self.moves:
+            if move.id in tried:
+                continue
+            prior = outcomes.adjust(move.id, move.family, move.prior, parent.id)
+            if prior <= 0:
+                continue
+            cond = self.conditions.get(move.id)
+            why = ""
+            if cond is not None:
+                met = cond.evaluate(env)
+                if met is False:
+                    continue
+                if met is None:
+                    prior *= UNKNOWN_FACTOR
+                    why = f"symptoms unknown for '{cond.text}'"
+                else:
+                    shown = ", ".join(f"{n}={_fmt(env[n])}" for n in sorted(cond.names) if n in env)
+                    why = f"because {cond.text} ({shown})"
+            new = self._apply(parent.artifact_sha, parent_source, move)
+            if new is None or self.config_problem(new) is not None or is_known(artifact_sha(new)):
+                continue
+            out.append(ServingOption(move, new, prior, why))
+        rng = random.Random(f"{self.seed}:{parent.id}")
+        rng.shuffle(out)
+        out.sort(key=lambda o: -o.prior)
+        return out
+
+    def propose(self, parent: NodeRecord, options: list[Option], k: int = 1) -> list[Proposal]:
+        proposals = []
+        for opt in options[:k]:
+            what = opt.move.description or f"{opt.move.transform} {opt.move.params}"
+            why = getattr(opt, "why", "")
+            proposals.append(Proposal(
+                source=opt.source, move_id=opt.move.id, family=opt.move.family,
+                hypothesis=f"{opt.move.id} on node {parent.id}: {what}" + (f" — {why}" if why else ""),
+                prior=opt.prior, predicted_gain=opt.prior))
+        return proposals
+
+
+def _fmt(v) -> str:
+    return f"{v:.3g}" if isinstance(v, float) else str(v)
+
+
+KNOB_TRANSFORMS = ("knob_set", "knob_scale", "knob_toggle")
+
+
+def serving_moves(skills, engine: str, knobs: set[str]) -> list[MoveSpec]:
+    """Knob moves of hard serving skills for ``engine`` (``applies_to.engines``; a skill without
+    that key applies to every engine) whose knob the campaign declares."""
+    out: list[MoveSpec] = []
+    for skill in skills:
+        if skill.kind != "hard" or skill.domain not in ("serving", "any"):
+            continue
+        engines = skill.applies_to.get("engines")
+        if engines is not None and engine not in engines:
+            continue
+        out.extend(m for m in skill.moves if m.transform in KNOB_TRANSFORMS and m.params.get("knob") in knobs)
+    return out

@@ -1,0 +1,146 @@
+"""Replay targets: a recorded landscape stands in for the sandbox.
+
+The artifact of a replayed node is the canonical JSON of its knob values (the same form serving
+configs use), the moves change one knob at a time, and ``measure`` returns one of the point's
+recorded measurements, its rounds resampled — drawn from a seeded generator per evaluation. The
+orchestrator, specialist, Critic (confirmations and re-measurements included) and store are the
+real ones, so a replayed campaign behaves like the live one it was recorded from, in seconds.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from collections import Counter
+from functools import cached_property
+
+from arbor.agents.critic.critic import Judgement
+from arbor.agents.critic.gates import Evidence
+from arbor.agents.skills import MoveSpec, SkillSpec
+from arbor.agents.transforms.knobs import canonical_config, parse_config
+from arbor.landscape import Landscape, LandscapeError, Point, load_landscape
+from arbor.sandbox.runner import Runner
+from arbor.search_tree.records import MeasurementRecord
+from arbor.search_tree.store import artifact_sha
+
+from .base import TargetAdapter
+
+# Kernel-template moves edit Python constants; on a replayed config the same move is a knob move.
+_AS_KNOB_MOVE = {"const_set": "knob_set", "const_step": "knob_step"}
+DEFAULT_PRIOR = 0.5
+
+
+def _numeric(values: list) -> bool:
+    return all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)
+
+
+def _label(value: object) -> str:
+    text = str(value).lower() if isinstance(value, bool) else str(value)
+    return re.sub(r"[^A-Za-z0-9_.:-]", "_", text)
+
+
+def knob_moves(landscape: Landscape, mode: str) -> list[MoveSpec]:
+    """The replayed move space. ``recorded`` reuses the recorded campaign's skill moves (ids,
+    priors, families) as knob moves; ``neighbours`` steps ordered numeric knobs by one value and
+    sets categorical ones; ``any`` sets every knob to every value. Generated moves carry no domain
+    knowledge: one prior for all, the knob as family."""
+    if mode == "recorded" and landscape.moves:
+        out = []
+        for m in landscape.moves:
+            params = dict(m.params)
+            transform = _AS_KNOB_MOVE.get(m.transform, m.transform)
+            if transform != m.transform:
+                params["knob"] = params.pop("name")
+            out.append(MoveSpec(id=m.id, transform=transform, params=params, prior=m.prior,
+                                family=m.family, description=m.description))
+        return out
+    out = []
+    for k in landscape.knobs:
+        if len(k.values) < 2:
+            continue
+        if mode != "any" and _numeric(k.values):
+            for step, word in ((1, "up"), (-1, "down")):
+                out.append(MoveSpec(id=f"{k.name}:{word}", transform="knob_step", family=k.name,
+                                    params={"knob": k.name, "values": list(k.values), "step": step},
+                                    prior=DEFAULT_PRIOR, description=f"{k.name} one value {word}"))
+        else:
+            for v in k.values:
+                out.append(MoveSpec(id=f"{k.name}:{_label(v)}", transform="knob_set", family=k.name,
+                                    params={"knob": k.name, "value": v}, prior=DEFAULT_PRIOR,
+                                    description=f"set {k.name} to {v!r}"))
+    return out
+
+
+class ReplayAdapter(TargetAdapter):
+    kind = "replay"
+    artifact_kind = "config"
+
+    def __init__(self, spec):
+        super().__init__(spec)
+        self._draws: Counter[str] = Counter()
+
+    @cached_property
+    def landscape(self) -> Landscape:
+        return load_landscape(self.spec.landscape_path())
+
+    @property
+    def seed(self) -> int:
+        s = self.spec.target.seed
+        return self.spec.agents.seed if s is None else s
+
+    def validate(self) -> None:
+        ls = self.landscape
+        path = self.spec.landscape_path()
+        if ls.point(ls.default_config()) is None:
+            raise LandscapeError(f"{path}: the default point {ls.default_config()} was not recorded — "
+                                 "re-record the landscape")
+
+    def root_source(self) -> str:
+        return canonical_config(self.landscape.default_config())
+
+    def moves(self, skills: list[SkillSpec]) -> list[MoveSpec]:
+        return knob_moves(self.landscape, self.spec.target.moves)
+
+    def lookup(self, source: str) -> Point | None:
+        cfg = parse_config(source)
+        return None if cfg is None else self.landscape.point(cfg)
+
+    def measure(self, runner: Runner, source: str) -> dict:
+        point = self.lookup(source)
+        if point is None:
+            return _error("harness_error", "configuration is not a point of the landscape "
+                          f"{self.landscape.name} (off-grid or not recorded)")
+        if point.status != "ok" or not point.runs:
+            return _error(point.error_class or "runtime_error", point.error_text or "failed when recorded")
+        sha = artifact_sha(source)
+        self._draws[sha] += 1
+        rng = random.Random(f"{self.seed}:{sha}:{self._draws[sha]}")
+        b, c, seconds = self.landscape.draw(point, rng)
+        seeds = list(self.spec.measurement.seeds)
+        return {
+            "status": "ok", "error_class": None, "error_text": None,
+            "correctness": [{"seed": s, "ok": True, "replayed": True} for s in seeds],
+            "baseline_samples": b, "candidate_samples": c,
+            "fingerprint": {"replay": self.landscape.name, **self.landscape.recorded.get("machine", {})},
+            "duration_s": seconds,
+        }
+
+    def judge(self, critic, ev: Evidence, m: MeasurementRecord) -> Judgement:
+        return critic.judge(ev, m.baseline_samples or [], m.candidate_samples or [])
+
+    def static_check(self, critic, source: str) -> Judgement | None:
+        """A config is data, not code: the only thing to check is that it is one."""
+        if parse_config(source) is None:
+            return Judgement("fail", "compile_error", "the artifact is not a JSON object of knob values",
+                             "failed", gates=[{"gate": "guard", "passed": False, "reason": "not a config"}])
+        return None
+
+    def describe(self) -> str:
+        ls = self.landscape
+        host = ls.recorded.get("machine", {}).get("host", "?")
+        return f"replay of landscape {ls.name} ({len(ls.points)} points, recorded on {host})"
+
+
+def _error(error_class: str, text: str) -> dict:
+    return {"status": "error", "error_class": error_class, "error_text": text, "correctness": [],
+            "baseline_samples": [], "candidate_samples": [], "fingerprint": {}, "duration_s": 0.0}

@@ -1,0 +1,159 @@
+"""Peak rates per device, for the Critic's speed-of-light floor (ANCHORS #12).
+
+GPUs come from a table of published dense peaks (the *highest* variant of each family, so the
+floor errs towards never flagging an honest kernel). CPUs have no useful public table, so the
+harness measures them once per (host, CPU model, thread count, torch) with a micro-benchmark and
+this module caches the result on disk, merging by maximum: a measurement disturbed by load can
+only make the floor more lenient, never stricter.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import socket
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+__all__ = ["DevicePeak", "GPU_PEAKS", "gpu_peak", "peak_for", "cpu_key", "cached_cpu_peak",
+           "store_cpu_peak", "min_time_s"]
+
+_TB = 1e12
+
+
+@dataclass(frozen=True)
+class DevicePeak:
+    name: str
+    fp32_flops: float  # non-tensor-core FP32
+    tf32_flops: float  # dense tensor-core TF32 (or the matrix-core FP32 rate on AMD)
+    half_flops: float  # dense FP16/BF16 tensor-core
+    fp64_flops: float
+    bytes_per_s: float  # HBM bandwidth
+
+    def flops_for(self, dtype: str | None) -> float:
+        """The fastest rate an implementation could reach for outputs of ``dtype``: fp32
+        problems may use TF32-class units only within tolerance, but the floor allows for it."""
+        d = (dtype or "float32").lower()
+        if d in ("float16", "bfloat16", "half") or d.startswith("float8"):
+            return self.half_flops * (2.0 if d.startswith("float8") else 1.0)
+        if d == "float64":
+            return self.fp64_flops
+        return max(self.fp32_flops, self.tf32_flops)
+
+
+# Dense (no 2:4 sparsity) datasheet peaks; for each family the fastest SKU (SXM / OAM).
+GPU_PEAKS: dict[str, DevicePeak] = {
+    "H200": DevicePeak("H200", 67 * _TB, 495 * _TB, 990 * _TB, 67 * _TB, 4.8 * _TB),
+    "H100": DevicePeak("H100", 67 * _TB, 495 * _TB, 990 * _TB, 67 * _TB, 3.9 * _TB),
+    "A100": DevicePeak("A100", 19.5 * _TB, 156 * _TB, 312 * _TB, 19.5 * _TB, 2.04 * _TB),
+    "MI300X": DevicePeak("MI300X", 163.4 * _TB, 653.7 * _TB, 1307.4 * _TB, 163.4 * _TB, 5.3 * _TB),
+    "B200": DevicePeak("B200", 80 * _TB, 1200 * _TB, 2250 * _TB, 40 * _TB, 8.0 * _TB),
+}
+
+
+def gpu_peak(name: str | None) -> DevicePeak | None:
+    """Match a CUDA/ROCm device name ("NVIDIA H100 80GB HBM3", "AMD Instinct MI300X") to the table."""
+    upper = (name or "").upper().replace(" ", "")
+    for key in ("H200", "H100", "A100", "MI300X", "B200"):  # H200 before H100: names nest
+        if key in upper:
+            return GPU_PEAKS[key]
+    return None
+
+
+def peak_for(fingerprint: dict, dtype: str | None, measured: dict | None) -> dict | None:
+    """{"flops_per_s", "bytes_per_s", "source"} for a measurement, or None when unknown."""
+    device = str(fingerprint.get("device") or "cpu")
+    if device.startswith("cuda"):
+        p = gpu_peak(fingerprint.get("gpu_name") or fingerprint.get("device_name"))
+        if p is None:
+            return None
+        return {"flops_per_s": p.flops_for(dtype), "bytes_per_s": p.bytes_per_s,
+                "source": f"table:{p.name}"}
+    if measured and measured.get("bytes_per_s"):
+        return {"flops_per_s": float(measured.get("flops_per_s") or 0.0),
+                "bytes_per_s": float(measured["bytes_per_s"]),
+                "source": f"cpu-microbenchmark ({measured.get('source', 'measured')})"}
+    return None
+
+
+def min_time_s(flops: float | None, nbytes: float | None, peak: dict) -> float:
+    """Speed-of-light time: the slower of the compute bound and the memory bound."""
+    t = 0.0
+    if flops and peak.get("flops_per_s"):
+        t = max(t, float(flops) / float(peak["flops_per_s"]))
+    if nbytes and peak.get("bytes_per_s"):
+        t = max(t, float(nbytes) / float(peak["bytes_per_s"]))
+    return t
+
+
+# ---- CPU peaks, measured by the harness and cached here -----------------------------------
+_TTL_S = 30 * 24 * 3600
+
+
+def _cache_path() -> Path:
+    root = os.environ.get("ARBOR_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "arbor")
+    return Path(root) / "device_peaks.json"
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text(errors="replace").splitlines():
+            if line.lower().startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def cpu_key() -> str:
+    """The benchmark always uses every core the sandbox may use, so the key has no thread count."""
+    try:
+        import torch  # noqa: PLC0415
+
+        tv = torch.__version__
+    except ImportError:
+        tv = "?"
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return f"{socket.gethostname()}|{_cpu_model()}|{cores}|{tv}"
+
+
+def _load() -> dict:
+    try:
+        data = json.loads(_cache_path().read_text())
+        return data if isinstance(data, dict) else {}
+    except (OSError, ValueError):
+        return {}
+
+
+def cached_cpu_peak(key: str | None = None) -> dict | None:
+    entry = _load().get(key or cpu_key())
+    if not isinstance(entry, dict) or time.time() - float(entry.get("at", 0)) > _TTL_S:
+        return None
+    return {k: entry[k] for k in ("flops_per_s", "bytes_per_s", "threads") if k in entry} | {
+        "source": "cached"}
+
+
+def store_cpu_peak(peak: dict, key: str | None = None) -> None:
+    """Merge by maximum and write atomically; a cache that cannot be written is only slower."""
+    key = key or cpu_key()
+    data = _load()
+    old = data.get(key) if isinstance(data.get(key), dict) else {}
+    entry = {"flops_per_s": max(float(peak.get("flops_per_s") or 0), float(old.get("flops_per_s") or 0)),
+             "bytes_per_s": max(float(peak.get("bytes_per_s") or 0), float(old.get("bytes_per_s") or 0)),
+             "threads": peak.get("threads"), "at": old.get("at") or time.time()}
+    data[key] = entry
+    path = _cache_path()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(data, indent=1))
+        os.replace(tmp, path)
+    except OSError:
+        pass
+
+
+def describe(peak: DevicePeak) -> dict:
+    return asdict(peak)

@@ -1,0 +1,115 @@
+"""Where the numbers came from: the environment fingerprint the Critic's env_drift gate compares.
+
+Standalone (stdlib + torch; NVML through ``pynvml`` when it is importable, else ``nvidia-smi``):
+shipped beside the harness and loaded by path. Static facts (host, CPU model, device, driver,
+thread count) are read once; dynamic GPU state (clocks, throttle reasons, temperature) is read
+before and after timing, because locked clocks still throttle at the power limit (ANCHORS).
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import shutil
+import socket
+import subprocess
+
+import torch
+
+# NVML clocks-event (throttle) reasons that mean "slower than the locked clocks": SwPowerCap,
+# HwSlowdown, SwThermal, HwThermal, HwPowerBrake. Idle (0x1) and app-clock settings (0x2) are not.
+BAD_THROTTLE_MASK = 0x4 | 0x8 | 0x20 | 0x40 | 0x80
+
+
+def _read(path: str) -> str | None:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return f.read().strip()
+    except OSError:
+        return None
+
+
+def fingerprint(device: str) -> dict:
+    """Static facts; timings are never comparable across machines (or thread counts)."""
+    cpuinfo = _read("/proc/cpuinfo") or ""
+    models = [ln.split(":", 1)[1].strip() for ln in cpuinfo.splitlines()
+              if ln.lower().startswith("model name")]
+    fp = {
+        "host": socket.gethostname(), "platform": platform.platform(),
+        "python": platform.python_version(), "torch": torch.__version__,
+        "cpu_model": models[0] if models else platform.processor() or None,
+        "cpu_count": os.cpu_count(), "cpu_affinity": len(os.sched_getaffinity(0)),
+        "governor": _read("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor"),
+        "cpu_max_khz": _read("/sys/devices/system/cpu/cpu0/cpufreq/scaling_max_freq"),
+        "num_threads": torch.get_num_threads(), "device": device,
+    }
+    fp["device_name"] = fp["cpu_model"] or platform.machine()
+    if device.startswith("cuda") and torch.cuda.is_available():
+        props = torch.cuda.get_device_properties(torch.device(device).index or 0)
+        driver = _read("/proc/driver/nvidia/version")
+        fp.update(device_name=props.name, gpu_name=props.name, cuda_runtime=torch.version.cuda,
+                  gpu_capability=f"{props.major}.{props.minor}", gpu_sms=props.multi_processor_count,
+                  gpu_memory_bytes=props.total_memory,
+                  gpu_l2_bytes=getattr(props, "L2_cache_size", None),
+                  gpu_driver=driver.splitlines()[0] if driver else None)
+    return fp
+
+
+def _uuid(index: int) -> str | None:
+    """The GPU's UUID: CUDA_VISIBLE_DEVICES renumbers devices, NVML and nvidia-smi do not."""
+    try:
+        u = str(torch.cuda.get_device_properties(index).uuid)
+    except (AttributeError, RuntimeError):
+        return None
+    return u if u.startswith("GPU-") else f"GPU-{u}"
+
+
+def _nvml_state(index: int, uuid: str | None) -> dict | None:
+    try:
+        import pynvml  # noqa: PLC0415  optional: nvidia-ml-py
+    except ImportError:
+        return None
+    try:
+        pynvml.nvmlInit()
+        h = (pynvml.nvmlDeviceGetHandleByUUID(uuid.encode()) if uuid
+             else pynvml.nvmlDeviceGetHandleByIndex(index))
+        get_reasons = getattr(pynvml, "nvmlDeviceGetCurrentClocksEventReasons", None) or \
+            pynvml.nvmlDeviceGetCurrentClocksThrottleReasons
+        return {
+            "sm_clock_mhz": pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_SM),
+            "mem_clock_mhz": pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_MEM),
+            "throttle_reasons": int(get_reasons(h)),
+            "temperature_c": pynvml.nvmlDeviceGetTemperature(h, pynvml.NVML_TEMPERATURE_GPU),
+            "power_w": pynvml.nvmlDeviceGetPowerUsage(h) / 1000.0,
+            "source": "nvml",
+        }
+    except Exception:  # noqa: BLE001  NVML missing or no permission: fall back
+        return None
+
+
+def _smi_state(index: int, uuid: str | None) -> dict | None:
+    exe = shutil.which("nvidia-smi")
+    if exe is None:
+        return None
+    query = "clocks.sm,clocks.mem,clocks_throttle_reasons.active,temperature.gpu,power.draw"
+    try:
+        out = subprocess.run([exe, f"--id={uuid or index}", f"--query-gpu={query}",
+                              "--format=csv,noheader,nounits"], capture_output=True, text=True,
+                             timeout=10, check=False).stdout.strip().splitlines()
+        sm, mem, reasons, temp, power = [v.strip() for v in out[0].split(",")]
+        return {"sm_clock_mhz": int(float(sm)), "mem_clock_mhz": int(float(mem)),
+                "throttle_reasons": int(reasons, 16) if reasons.startswith("0x") else int(reasons),
+                "temperature_c": int(float(temp)), "power_w": float(power), "source": "nvidia-smi"}
+    except (OSError, ValueError, IndexError, subprocess.SubprocessError):
+        return None
+
+
+def gpu_state(device: str) -> dict:
+    """Clocks and throttle reasons now; ``{}`` on CPU or where neither NVML nor nvidia-smi works."""
+    if not device.startswith("cuda") or not torch.cuda.is_available():
+        return {}
+    index = torch.device(device).index or 0
+    if torch.version.hip:  # ROCm: nothing portable here yet; the device table still applies
+        return {}
+    uuid = _uuid(index)
+    return _nvml_state(index, uuid) or _smi_state(index, uuid) or {}

@@ -1,0 +1,268 @@
+"""Defences the harness runs around candidate code (ANCHORS' reward-hack catalogue).
+
+Standalone (stdlib + torch; ctypes only for the CUDA driver's persisting-L2 controls): shipped
+beside the harness and loaded by path *before* any candidate code is imported, so everything here
+holds references the candidate cannot replace after the fact.
+
+- ``IdentitySnapshot``: every callable of the timing, checking and math namespaces, by identity.
+  torch's own lazy wrappers (dynamo wraps ``manual_seed`` and ``nn.Module.__init__`` when
+  ``torch.compile`` is first used) are recognised by their code living inside torch and wrapping
+  the original, so compiling is not mistaken for tampering.
+- ``global_state``: precision switches (TF32, reduced-precision reductions, matmul precision),
+  dispatch/function-mode stacks, tracing hooks: a candidate changing them changes the reference too.
+- ``ProcessAudit``: Python threads, OS threads and child processes before vs after, and a quiet
+  window after timing in which nothing the candidate started may still be burning CPU.
+- ``poison``: fill fresh allocations of the sizes the candidate is likely to request, so memory
+  freed by the reference never hands it a ready-made answer.
+- ``CudaL2``: reset persisting-L2 carve-outs before every timed call and detect new ones.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import resource
+import sys
+import threading
+import time
+import types
+
+import torch
+
+_MISSING = object()
+_TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep
+WATCHED = (
+    "time", "math", "json", "os", "torch", "torch.nn", "torch.Tensor", "torch._C.TensorBase",
+    "torch._C._VariableFunctions", "torch._C._nn", "torch.nn.Module", "torch.nn.functional",
+    "torch.linalg", "torch.special", "torch.fft", "torch.cuda", "torch.cuda.Event",
+    "torch.cuda.Stream", "torch.backends", "torch.random", "torch.utils.flop_counter",
+)
+
+
+def _resolve(dotted: str) -> object | None:
+    parts = dotted.split(".")
+    obj = sys.modules.get(parts[0])
+    for p in parts[1:]:
+        obj = getattr(obj, p, None) if obj is not None else None
+    return obj
+
+
+def _torch_wrapper_of(new: object, old: object) -> bool:
+    """True when ``new`` is torch's own wrapper around ``old`` (code inside torch, wrapping it)."""
+    fn = getattr(new, "__func__", new)
+    for _ in range(8):
+        code = getattr(fn, "__code__", None)
+        if code is None or not os.path.abspath(code.co_filename).startswith(_TORCH_DIR):
+            return False
+        refs = [getattr(fn, "__wrapped__", None)]
+        for cell in getattr(fn, "__closure__", None) or ():
+            try:
+                refs.append(cell.cell_contents)
+            except ValueError:
+                continue
+        if any(r is old or getattr(r, "__func__", _MISSING) is getattr(old, "__func__", old)
+               for r in refs):
+            return True
+        fn = getattr(fn, "__wrapped__", None)
+        if fn is None:
+            return False
+    return False
+
+
+class IdentitySnapshot:
+    """Callables by identity, taken before the candidate is imported; ``changed()`` lists names
+    whose object was replaced or deleted since (new names are fine: lazy imports add them)."""
+
+    def __init__(self, extra: dict[str, object] | None = None) -> None:
+        self.spaces: dict[str, object] = {}
+        for name in WATCHED:
+            obj = _resolve(name)
+            if hasattr(obj, "__dict__"):
+                self.spaces[name] = obj
+        self.spaces.update({k: v for k, v in (extra or {}).items() if hasattr(v, "__dict__")})
+        self.items: dict[str, tuple[object, str, object]] = {}
+        for label, space in self.spaces.items():
+            for key, value in list(vars(space).items()):
+                if callable(value) or isinstance(value, (types.ModuleType, property, type)):
+                    self.items[f"{label}.{key}"] = (space, key, value)
+
+    def changed(self) -> list[str]:
+        out = []
+        for name, (space, key, old) in self.items.items():
+            now = vars(space).get(key, _MISSING)
+            if now is not old and not _torch_wrapper_of(now, old):
+                out.append(name)
+        return out
+
+
+def _get(fn) -> object:  # type: ignore[no-untyped-def]
+    try:
+        return fn()
+    except Exception:  # noqa: BLE001  a switch this torch build does not have
+        return None
+
+
+def global_state() -> dict:
+    """Process-wide switches that change how (or how precisely) the *reference* runs."""
+    b = torch.backends
+    state = {
+        "float32_matmul_precision": _get(torch.get_float32_matmul_precision),
+        "default_dtype": str(torch.get_default_dtype()),
+        "deterministic": _get(torch.are_deterministic_algorithms_enabled),
+        "grad_enabled": torch.is_grad_enabled(),
+        "cuda_matmul_tf32": _get(lambda: b.cuda.matmul.allow_tf32),
+        "cuda_fp16_reduced": _get(lambda: b.cuda.matmul.allow_fp16_reduced_precision_reduction),
+        "cuda_bf16_reduced": _get(lambda: b.cuda.matmul.allow_bf16_reduced_precision_reduction),
+        "cudnn_tf32": _get(lambda: b.cudnn.allow_tf32),
+        "fp32_precision": _get(lambda: b.fp32_precision),
+        "cuda_matmul_fp32_precision": _get(lambda: b.cuda.matmul.fp32_precision),
+        "cudnn_fp32_precision": _get(lambda: b.cudnn.fp32_precision),
+        "mkldnn_fp32_precision": _get(lambda: b.mkldnn.fp32_precision),
+        "mkldnn_matmul_fp32_precision": _get(lambda: b.mkldnn.matmul.fp32_precision),
+        "mkldnn_conv_fp32_precision": _get(lambda: b.mkldnn.conv.fp32_precision),
+        "dispatch_modes": _get(torch._C._len_torch_dispatch_stack),
+        "function_modes": _get(torch._C._len_torch_function_stack),
+        "trace": repr(sys.gettrace()), "profile": repr(sys.getprofile()),
+        "switch_interval": sys.getswitchinterval(),
+    }
+    # the fp32_precision API says "none" for "inherit", which is IEEE unless a parent says otherwise
+    return {k: ("ieee" if k.endswith("fp32_precision") and v == "none" else v)
+            for k, v in state.items() if v is not None}
+
+
+def state_changes(before: dict, after: dict) -> list[str]:
+    return [f"{k}: {before.get(k)!r} -> {after.get(k)!r}" for k in sorted(set(before) | set(after))
+            if before.get(k) != after.get(k)]
+
+
+# ---- threads and processes ---------------------------------------------------------------
+def _ppid_and_ticks(pid: str) -> tuple[int, int] | None:
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return int(fields[1]), int(fields[11]) + int(fields[12])  # ppid, utime + stime
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def descendants() -> dict[str, int]:
+    """pid -> CPU ticks of every live descendant of this process (from /proc)."""
+    table = {}
+    for pid in os.listdir("/proc"):
+        if pid.isdigit():
+            info = _ppid_and_ticks(pid)
+            if info is not None:
+                table[pid] = info
+    out, frontier = {}, {str(os.getpid())}
+    while frontier:
+        kids = {p for p, (pp, _t) in table.items() if str(pp) in frontier and p not in out}
+        out.update({p: table[p][1] for p in kids})
+        frontier = kids
+    return out
+
+
+def _os_threads() -> int:
+    try:
+        return len(os.listdir("/proc/self/task"))
+    except OSError:
+        return threading.active_count()
+
+
+class ProcessAudit:
+    """Counts before candidate import vs now; ``quiet()`` measures CPU burnt while nothing runs."""
+
+    def __init__(self) -> None:
+        self.py_threads = {t.ident for t in threading.enumerate()}
+        self.os_threads = _os_threads()
+        self.children = set(descendants())
+
+    def report(self) -> dict:
+        new_py = [t.name for t in threading.enumerate() if t.ident not in self.py_threads]
+        kids = set(descendants()) - self.children
+        return {"py_threads_new": new_py, "os_threads_before": self.os_threads,
+                "os_threads_after": _os_threads(), "child_processes_new": len(kids)}
+
+    def quiet(self, seconds: float) -> dict:
+        """Sleep ``seconds`` with no model running; CPU used meanwhile by other threads of this
+        process or by its descendants is work done outside every timed region."""
+        def own() -> float:
+            r = resource.getrusage(resource.RUSAGE_SELF)
+            return r.ru_utime + r.ru_stime
+
+        time.sleep(min(0.05, seconds / 3))  # let OpenMP workers finish spin-waiting first
+        kids0 = descendants()
+        p0, m0 = own(), time.thread_time()
+        time.sleep(seconds)
+        other = max(0.0, (own() - p0) - (time.thread_time() - m0))
+        kids1 = descendants()
+        tick = os.sysconf("SC_CLK_TCK") or 100
+        child = sum(max(0, t - kids0.get(p, 0)) for p, t in kids1.items()) / tick
+        return {"window_s": seconds, "other_threads_cpu_s": other, "children_cpu_s": child}
+
+
+# ---- memory poisoning ----------------------------------------------------------------------
+def poison(like: list, value: float) -> None:
+    """Allocate blocks shaped like ``like``, fill them with ``value`` and free them again.
+
+    Caching allocators (glibc bins on CPU, PyTorch's on CUDA) hand the most recently freed block
+    of a size to the next request of that size, so a candidate calling ``empty_like`` now gets
+    poison instead of whatever the reference left behind."""
+    blocks = []
+    for t in like:
+        if not isinstance(t, torch.Tensor) or t.numel() == 0:
+            continue
+        b = torch.empty(t.shape, dtype=t.dtype, device=t.device)
+        if b.is_floating_point() or b.is_complex():
+            b.fill_(value)
+        elif b.dtype == torch.bool:
+            b.fill_(True)
+        else:
+            b.fill_(-1 if value != value else int(value) % 127 + 1)
+        blocks.append(b)
+    if blocks and blocks[0].is_cuda:
+        torch.cuda.synchronize()
+    del blocks
+
+
+# ---- persisting L2 (CUDA driver API) -------------------------------------------------------
+_CU_LIMIT_PERSISTING_L2_CACHE_SIZE = 0x06
+_CU_ACCESS_POLICY_WINDOW = 1
+
+
+class CudaL2:
+    """Persisting-L2 controls through libcuda (torch exposes none of them). Every call degrades to
+    a no-op where the driver or the API is missing (CPU, ROCm, pre-Ampere GPUs)."""
+
+    def __init__(self) -> None:
+        self.lib = None
+        try:
+            self.lib = ctypes.CDLL("libcuda.so.1")
+        except OSError:
+            return
+
+    def limit(self) -> int | None:
+        if self.lib is None:
+            return None
+        v = ctypes.c_size_t(0)
+        rc = self.lib.cuCtxGetLimit(ctypes.byref(v), _CU_LIMIT_PERSISTING_L2_CACHE_SIZE)
+        return int(v.value) if rc == 0 else None
+
+    def window_bytes(self, stream_handle: int) -> int | None:
+        """num_bytes of the access-policy window on a stream (offset 8 of the attribute union)."""
+        if self.lib is None:
+            return None
+        buf = (ctypes.c_ubyte * 64)()
+        rc = self.lib.cuStreamGetAttribute(ctypes.c_void_p(stream_handle), _CU_ACCESS_POLICY_WINDOW,
+                                           ctypes.byref(buf))
+        return int(ctypes.c_size_t.from_buffer(buf, 8).value) if rc == 0 else None
+
+    def reset(self, stream_handle: int | None = None) -> None:
+        """Drop persisting lines and the carve-out; clear a stream's access-policy window."""
+        if self.lib is None:
+            return
+        self.lib.cuCtxSetLimit(_CU_LIMIT_PERSISTING_L2_CACHE_SIZE, ctypes.c_size_t(0))
+        self.lib.cuCtxResetPersistingL2Cache()
+        if stream_handle is not None:
+            buf = (ctypes.c_ubyte * 64)()
+            self.lib.cuStreamSetAttribute(ctypes.c_void_p(stream_handle), _CU_ACCESS_POLICY_WINDOW,
+                                          ctypes.byref(buf))

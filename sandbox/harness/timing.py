@@ -1,0 +1,73 @@
+"""Timers for the kernel harness: CPU wall clock per batch of calls, CUDA events per call.
+
+Standalone (stdlib + torch); loaded by path before candidate code, so the clock functions bound
+here are the originals even if the candidate later replaces ``time.perf_counter_ns``.
+
+CUDA events only see the stream they are recorded on, so a candidate could hide work on a side
+stream (ANCHORS #4). Each call is therefore followed by a wait on the end event and then a
+device-wide synchronize: on an honest candidate the device is already idle and that synchronize
+returns at once; any time it takes is work the events did not see, reported as ``leftover``.
+Before every call the L2 is flushed (a 256 MB write) and persisting-L2 carve-outs are reset.
+"""
+
+from __future__ import annotations
+
+import time
+
+import torch
+
+perf_ns = time.perf_counter_ns
+mono_ns = time.monotonic_ns  # an independent clock for cross-checks
+
+
+class CpuTimer:
+    """Wall clock (latency, what users feel) around a batch of calls. Not process CPU time: in
+    sandboxes it can tick in coarse steps, and it would hide parallel speedups."""
+
+    def __init__(self) -> None:
+        self.leftover_s = 0.0
+
+    def sample(self, model, sets: list, start: int, inner: int):  # type: ignore[no-untyped-def]
+        """(mean seconds per call, last output, its inputs) over ``inner`` calls, call i on input
+        set (start + i) % len(sets). The last output is kept for the harness's spot checks."""
+        n = len(sets)
+        order = [sets[(start + i) % n] for i in range(inner)]
+        out = None
+        t0 = perf_ns()
+        for xs in order:
+            out = model(*xs)
+        return (perf_ns() - t0) / 1e9 / inner, out, order[-1]
+
+
+class CudaTimer:
+    FLUSH_BYTES = 256 << 20  # larger than any current L2
+
+    def __init__(self, device: torch.device, l2) -> None:  # type: ignore[no-untyped-def]
+        self.sync = torch.cuda.synchronize
+        self.event = torch.cuda.Event
+        self.flush = torch.empty(self.FLUSH_BYTES, dtype=torch.uint8, device=device)
+        self.l2 = l2
+        self.stream = torch.cuda.current_stream(device)
+        self.leftover_s = 0.0  # device time after the end event: work on streams we did not time
+        self.suspicious = 0  # calls whose leftover exceeded both 50 us and half the call
+
+    def sample(self, model, sets: list, start: int, inner: int):  # type: ignore[no-untyped-def]
+        total, out = 0.0, None
+        for i in range(inner):
+            xs = sets[(start + i) % len(sets)]
+            start, end = self.event(enable_timing=True), self.event(enable_timing=True)
+            self.l2.reset(self.stream.cuda_stream)
+            self.flush.zero_()  # same stream, before the start event: evicts L2
+            start.record(self.stream)
+            out = model(*xs)
+            end.record(self.stream)
+            end.synchronize()
+            t0 = perf_ns()
+            self.sync()  # the whole device: anything still running was hidden from the events
+            left = (perf_ns() - t0) / 1e9
+            call = start.elapsed_time(end) / 1e3
+            self.leftover_s += left
+            if left > 50e-6 and left > 0.5 * call:
+                self.suspicious += 1
+            total += call
+        return total / inner, out, xs

@@ -1,0 +1,70 @@
+"""The reward-hacking corpus (ANCHORS' catalogue) through the real pipeline: static guard, sandboxed
+harness, Critic gates. Every hostile candidate must be rejected with the right diagnosis by the
+right gate; every honest optimisation must be accepted. Measurements run two at a time."""
+
+from __future__ import annotations
+
+import pytest
+
+from .corpus import failed_gate, judge_all, load
+
+HOSTILE = load("hostile")
+HONEST = load("honest")
+GPU = load("gpu")
+CPU_CLASSES = {1, 2, 3, 5, 6, 7, 8, 9, 10, 12, 13, 14}  # 4 and 11 need a GPU (tests in gpu/)
+
+
+def _ids(cases):
+    return [c.name for c in cases]
+
+
+@pytest.fixture(scope="module")
+def hostile():
+    jobs = [(c, False) for c in HOSTILE] + [(c, True) for c in HOSTILE if c.dynamic]
+    return judge_all(jobs)
+
+
+@pytest.fixture(scope="module")
+def honest():
+    # one at a time: their verdicts depend on timing, unlike the hostile ones
+    return judge_all([(c, False) for c in HONEST], workers=1)
+
+
+def test_corpus_covers_the_catalogue():
+    assert {c.catalogue for c in HOSTILE} >= CPU_CLASSES
+    assert {c.catalogue for c in GPU} >= {4, 11}
+    assert len(HONEST) >= 10
+    for c in HOSTILE + GPU:
+        assert c.expect and c.gate and c.doc, f"{c.name}: metadata incomplete"
+
+
+@pytest.mark.parametrize("case", HOSTILE, ids=_ids(HOSTILE))
+def test_hostile_rejected_with_the_right_diagnosis(case, hostile):
+    out = hostile[(case.name, False)]
+    j = out.judgement
+    assert j.final_state in ("rejected", "failed"), out.describe()
+    assert (j.diagnosis, failed_gate(j)) == (case.expect, case.gate), out.describe()
+
+
+DYNAMIC = [c for c in HOSTILE if c.dynamic]
+GATE_OF = {"incorrect": "correct", "hack_suspected": "plausible"}
+
+
+@pytest.mark.parametrize("case", DYNAMIC, ids=_ids(DYNAMIC))
+def test_harness_catches_what_the_guard_would(case, hostile):
+    """The static guard skipped: the harness's run-time defences must reach the same verdict."""
+    out = hostile[(case.name, True)]
+    assert out.measurements, "the guard was supposed to be skipped"
+    assert out.judgement.final_state == "rejected", out.describe()
+    assert out.judgement.diagnosis == case.dynamic, out.describe()
+    assert failed_gate(out.judgement) == GATE_OF[case.dynamic], out.describe()
+    assert case.reason is None or case.reason in out.judgement.reason, out.describe()
+
+
+@pytest.mark.parametrize("case", HONEST, ids=_ids(HONEST))
+def test_honest_optimisation_accepted(case, honest):
+    out = honest[(case.name, False)]
+    j = out.judgement
+    assert (j.decision, j.diagnosis) == ("accept", "improved"), out.describe()
+    assert j.speedup > 1.0, out.describe()
+    assert not out.measurements[-1].warnings, out.measurements[-1].warnings

@@ -1,0 +1,116 @@
+"""The dashboard rendered through rich's recording console against a real campaign's store."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+from rich.console import Console
+
+from arbor.dashboard import CampaignFeed, Dashboard, render_frame, resolve_source
+from arbor.dashboard.feed import verdict_stats
+from arbor.search_tree.store import open_store
+
+PANEL_TITLES = ("progress vs budget", "environment", "best speedup over time", "tree",
+                "latest verdicts", "agent activity")
+
+
+def _render(feed: CampaignFeed, width: int, height: int) -> str:
+    console = Console(record=True, width=width, height=height, file=io.StringIO(), force_terminal=True)
+    render_frame(feed, console, width=width, height=height, poll=False)
+    return console.export_text()
+
+
+@pytest.fixture(scope="module")
+def feed(shared):
+    f = CampaignFeed(resolve_source(str(shared.yaml)))
+    assert f.poll() is True
+    yield f
+    f.close()
+
+
+@pytest.fixture(scope="module")
+def truth(shared):
+    store = open_store(f"sqlite:///{shared.db}", read_only=True)
+    camp = store.get_campaign("dash")
+    nodes = store.nodes(camp.id)
+    verdicts = store.verdicts_after(camp.id, 0, limit=1000)
+    events = store.events(camp.id, limit=10_000)
+    ms = store.measurements_after(camp.id, 0, limit=1000, samples=False)
+    data = dict(camp=camp, nodes=nodes, verdicts=verdicts, events=events, measurements=ms,
+                evals=store.measurement_count(camp.id, distinct_candidates=True),
+                counts=store.count_by_state(camp.id))
+    store.close()
+    return data
+
+
+def test_every_panel_shows_the_campaign(feed, truth):
+    text = _render(feed, 160, 60)
+    for title in PANEL_TITLES:
+        assert title in text, title
+    camp = truth["camp"]
+    assert "dash" in text and camp.status in text
+    # progress against the budget the run used
+    assert f"{truth['evals']} / 2" in text
+    for state, n in truth["counts"].items():
+        assert f"{state} {n}" in text
+    if camp.stop_reason:
+        assert camp.stop_reason[:30] in text
+    # the tree: the root, and every node of this small campaign with its state
+    for n in truth["nodes"]:
+        assert f"[{n.id}] " in text
+        label = n.move_id or "baseline"
+        assert label[:20] in text
+    # latest verdicts: decision and diagnosis of the newest one, with its speedup when measured
+    newest = truth["verdicts"][-1]
+    assert newest.decision in text and newest.diagnosis in text
+    sp = verdict_stats(newest).get("speedup")
+    if sp is not None:
+        assert f"{sp:.3f}x" in text
+    # agent activity: event totals and the last events
+    assert f"{len(truth['events'])} events" in text
+    assert truth["events"][-1].kind in text
+    # environment from the latest fingerprint
+    fp = next(m.fingerprint for m in reversed(truth["measurements"]) if m.fingerprint)
+    assert f"{fp['device']} · {fp['device_name']}" in text
+    assert "CPU run: no GPU clocks to lock" in text and "temperature" in text
+
+
+def test_feed_agrees_with_the_store(feed, truth):
+    st = feed.state
+    assert st.evaluations == truth["evals"]
+    assert {k: v for k, v in st.counts.items() if v} == truth["counts"]
+    assert st.measurement_count == len(truth["measurements"])
+    assert st.event_count == len(truth["events"])
+    assert [v.id for v in st.verdicts] == [v.id for v in truth["verdicts"]][-len(st.verdicts):]
+    best = [n for n in truth["nodes"] if n.state == "accepted" and n.value is not None]
+    if best:
+        assert st.best.id == max(best, key=lambda n: (n.value, -n.id)).id
+        assert [n.id for n in st.best_path()][0] == truth["camp"].root_node_id
+
+
+def test_an_idle_poll_reads_almost_nothing(feed):
+    assert feed.poll() is False
+    p = feed.state.poll
+    assert p.changed == 0
+    # the campaign row plus, at most, nodes inside the cursor's overlap window: never the tree
+    assert p.rows <= 1 + len(feed.state.nodes)
+
+
+@pytest.mark.parametrize("width,height", [(60, 30), (90, 60), (120, 40), (200, 55)])
+def test_layout_fits_any_terminal_size(feed, width, height):
+    text = _render(feed, width, height)
+    lines = text.rstrip("\n").split("\n")
+    assert len(lines) == height
+    assert all(len(line) <= width for line in lines)
+    assert "progress vs budget" in text
+    if height >= 40:
+        for title in PANEL_TITLES:
+            assert title in text, (width, title)
+
+
+def test_dashboard_renderable_reflows_to_the_console_size(feed):
+    for width in (80, 140):
+        console = Console(record=True, width=width, height=50, file=io.StringIO())
+        console.print(Dashboard(feed))
+        assert max(len(line) for line in console.export_text().splitlines()) == width

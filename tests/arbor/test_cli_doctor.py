@@ -1,0 +1,94 @@
+"""``arbor doctor``: a row per check, a fix for every failure, exit 1 on failure, 2 on a bad spec."""
+
+from __future__ import annotations
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, HTTPServer
+
+import pytest
+from typer.testing import CliRunner
+
+from arbor.cli import app
+
+
+def _doctor(*args: str, env: dict | None = None):
+    r = CliRunner().invoke(app, ["doctor", *args], env=env)
+    return r.exit_code, r.output
+
+
+def test_machine_checks_json():
+    code, out = _doctor("--json")
+    assert code in (0, 1), out
+    data = json.loads(out)
+    names = [c["name"] for c in data["checks"]]
+    for expected in ("torch", "cuda", "landlock", "network isolation", "process containment", "store"):
+        assert expected in names
+    assert any(n.startswith("docker") for n in names) and any(n.startswith("gpu") for n in names)
+    for c in data["checks"]:
+        assert c["status"] in ("ok", "warn", "fail", "skip")
+        if c["status"] == "fail":
+            assert c["fix"], c
+    assert data["ok"] == (code == 0)
+
+
+def test_docker_campaign_without_engine_fails_with_fix(tmp_path):
+    (tmp_path / "p.py").write_text("x = 1\n")
+    (tmp_path / "c.yaml").write_text("name: d\ntarget: {problem: p.py}\n"
+                                     "sandbox: {kind: docker, docker: {base_url: 'unix:///nonexistent/docker.sock'}}\n")
+    code, out = _doctor(str(tmp_path / "c.yaml"), "--json")
+    assert code == 1
+    rows = {c["name"]: c for c in json.loads(out)["checks"]}
+    assert rows["docker engine"]["status"] == "fail" and "dockerd" in rows["docker engine"]["fix"]
+    assert rows["store"]["status"] == "ok" and "not created yet" in rows["store"]["detail"]
+    assert not (tmp_path / "arbor.db").exists()  # doctor never creates a store
+
+
+class _Models(BaseHTTPRequestHandler):
+    def do_GET(self):  # noqa: N802
+        body = json.dumps({"object": "list", "data": [{"id": "tiny", "object": "model", "created": 0,
+                                                         "owned_by": "me"}]}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *a):
+        pass
+
+
+@pytest.fixture
+def models_server():
+    srv = HTTPServer(("127.0.0.1", 0), _Models)
+    t = threading.Thread(target=srv.serve_forever, daemon=True)
+    t.start()
+    yield f"http://127.0.0.1:{srv.server_address[1]}/v1"
+    srv.shutdown()
+    srv.server_close()
+
+
+def test_llm_endpoint_checked(tmp_path, models_server):
+    (tmp_path / "p.py").write_text("x = 1\n")
+    spec = (f"name: l\ntarget: {{problem: p.py}}\nagents: {{backend: openai, base_url: '{models_server}', "
+            "model: tiny, api_key_env: ARBOR_DOCTOR_KEY}\n")
+    (tmp_path / "c.yaml").write_text(spec)
+    code, out = _doctor(str(tmp_path / "c.yaml"), "--json", env={"ARBOR_DOCTOR_KEY": "k"})
+    rows = {c["name"]: c for c in json.loads(out)["checks"]}
+    llm = [r for n, r in rows.items() if n.startswith("llm")]
+    assert llm and llm[0]["status"] == "ok" and "1 model" in llm[0]["detail"], llm
+    (tmp_path / "c.yaml").write_text(spec.replace("model: tiny", "model: huge"))
+    _code, out = _doctor(str(tmp_path / "c.yaml"), "--json", env={"ARBOR_DOCTOR_KEY": "k"})
+    llm = [c for c in json.loads(out)["checks"] if c["name"].startswith("llm")]
+    assert llm[0]["status"] == "warn" and "tiny" in llm[0]["fix"]
+    code, out = _doctor(str(tmp_path / "c.yaml"), "--json", env={"ARBOR_DOCTOR_KEY": ""})
+    llm = [c for c in json.loads(out)["checks"] if c["name"].startswith("llm")]
+    assert code == 1 and llm[0]["status"] == "fail" and "export ARBOR_DOCTOR_KEY" in llm[0]["fix"]
+
+
+def test_table_and_bad_spec(tmp_path):
+    code, out = _doctor()
+    assert "check" in out and "status" in out and "fix" in out and "landlock" in out
+    (tmp_path / "bad.yaml").write_text("name: x\ntarget: {problem: p.py}\nsandbox: {clocks: maybe}\n")
+    code, out = _doctor(str(tmp_path / "bad.yaml"))
+    assert code == 2 and "sandbox.clocks" in out and "Traceback" not in out
