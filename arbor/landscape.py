@@ -5,7 +5,8 @@ keeps its recorded *runs* — the paired baseline/candidate samples of one real 
 (rounds interleaved A/B, so pairs stay pairs) — because the Critic decides from raw samples, and
 a replayed campaign must hand it the same kind of evidence a live one would. Summaries alone (a
 median per point) would make every replayed decision noise-free, which is exactly the fidelity a
-search benchmark must not fake.
+search benchmark must not fake. Replayed measurements are the recorded runs themselves while
+they last (``Landscape.replay``).
 
 The file is compact JSON: samples rounded to 4 significant digits, at most ``MAX_ROUNDS`` rounds
 per run (evenly thinned when a run has more).
@@ -25,7 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from arbor.sandbox.problem import ProblemError
 
 FORMAT = "arbor-landscape/1"
-MAX_ROUNDS = 40
+MAX_ROUNDS = 120
 KnobValue = Union[bool, int, float, str]
 
 
@@ -149,10 +150,26 @@ class Landscape(_Strict):
         return None if p is None else p.speedup
 
     # --- replay -----------------------------------------------------------------------
+    def replay(self, point: Point, seed: int | str, k: int) -> tuple[list[float], list[float], float]:
+        """The ``k``-th replayed measurement (0-based) of ``point`` under ``seed``.
+
+        The first ``len(point.runs)`` measurements are the recorded runs themselves, unaltered, in a
+        seeded order: nothing is more faithful than a real measurement, and an independent
+        re-measurement (a Critic's confirmation) gets a different one. Only beyond that are runs
+        resampled (``draw``), which adds noise the recording did not have — resampling a run moves
+        its median by about one more standard error — so it is the fallback, not the rule."""
+        n = len(point.runs)
+        if k < n:
+            order = list(range(n))
+            random.Random(f"{seed}:{self.key(point.knobs)}").shuffle(order)
+            run = point.runs[order[k]]
+            m = min(len(run.b), len(run.c))
+            return list(run.b[:m]), list(run.c[:m]), run.s
+        return self.draw(point, random.Random(f"{seed}:{self.key(point.knobs)}:{k}"))
+
     def draw(self, point: Point, rng: random.Random) -> tuple[list[float], list[float], float]:
-        """One replayed measurement of ``point``: a recorded run picked at random, its rounds
-        resampled with replacement as pairs. Run-to-run drift comes from the choice of run,
-        within-run noise from the resampling; the baseline/candidate pairing survives."""
+        """A measurement synthesised from ``point``'s recordings: a recorded run picked at random,
+        its rounds resampled with replacement as pairs (the baseline/candidate pairing survives)."""
         run = point.runs[rng.randrange(len(point.runs))]
         n = min(len(run.b), len(run.c))
         idx = [rng.randrange(n) for _ in range(n)]

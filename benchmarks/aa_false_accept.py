@@ -104,9 +104,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--batch", type=int, default=10, help="measurements per sandbox job (forked each)")
     ap.add_argument("--time-budget-s", type=float, default=0.4)
     ap.add_argument("--warmup-s", type=float, default=0.05)
+    ap.add_argument("--max-cv", type=float, default=None,
+                    help="override the stability bar (e.g. 1.0) to see the significance gate alone "
+                         "on a machine too noisy for the default")
     args = ap.parse_args(argv)
     started = time.monotonic()
-    critic = HeuristicCritic(CriticConfig())
+    cfg = CriticConfig() if args.max_cv is None else CriticConfig(max_cv=args.max_cv)
+    critic = HeuristicCritic(cfg)
     source = to_modelnew(PROBLEM.read_text())
     req = _request(source, args)
 
@@ -120,7 +124,9 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     for t in trials:
         first, j = t.first or {}, t.verdict
-        rows.append({"trial": t.index, "decision": j.decision, "diagnosis": j.diagnosis,
+        gate = next((g["gate"] for g in j.gates if g.get("passed") is False), None)
+        rows.append({"trial": t.index, "decision": j.decision, "diagnosis": j.diagnosis, "gate": gate,
+                     "reached_significance": any(g.get("gate") == "significant" for g in j.gates),
                      "speedup": first.get("speedup"), "ci_low": first.get("ci_low"),
                      "ci_high": first.get("ci_high"), "mw_p": first.get("mw_p"),
                      "measurements": len(t.ms), "reason": j.reason})
@@ -133,6 +139,9 @@ def main(argv: list[str] | None = None) -> int:
     ]
     print(table(summary, [("rule", "rule"), ("accepted", f"accepted of {len(rows)}"), ("rate", "rate")]))
     print("final diagnoses: " + ", ".join(f"{k} {v}" for k, v in by_diag.most_common()))
+    reached = sum(r["reached_significance"] for r in rows)
+    print(f"{reached} of {len(rows)} trials got past the stability and environment gates to the "
+          f"significance test; {accepts} of those were accepted")
     speedups = sorted(r["speedup"] for r in rows if r["speedup"])
     if speedups:
         print(f"A/A speedups: min {speedups[0]:.3f}x, median {speedups[len(speedups) // 2]:.3f}x, "
@@ -141,6 +150,7 @@ def main(argv: list[str] | None = None) -> int:
         "goal": "false-accept rate <= 1%", "trials": len(rows), "false_accepts": accepts,
         "false_accept_rate": accepts / len(rows), "bare_ci_rule_accepts": naive,
         "diagnoses": dict(by_diag), "noise_floor": noise, "baseline": root.reason,
+        "reached_significance": sum(r["reached_significance"] for r in rows),
         "config": {**critic.config.__dict__, "problem": PROBLEM.name, "sizes": SIZES,
                    "time_budget_s": args.time_budget_s, "jobs": args.jobs, "batch": args.batch},
         "rows": rows}, started)

@@ -20,7 +20,7 @@ import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from arbor.landscape import Landscape, Point
+from arbor.landscape import Landscape
 
 INF = float("inf")
 
@@ -41,12 +41,22 @@ class Trace:
         return dict(self.__dict__)
 
 
-def observe(ls: Landscape, point: Point, rng: random.Random) -> float | None:
-    """One replayed measurement's speedup estimate (what a tuner would see), None for a failure."""
-    if point.status != "ok" or not point.runs:
-        return None
-    b, c, _ = ls.draw(point, rng)
-    return statistics.median(b) / statistics.median(c)
+class Observer:
+    """What a black-box tuner sees: the speedup estimate of one replayed measurement, from the same
+    replay as Arbor's (``Landscape.replay``: the k-th measurement of a point under a seed)."""
+
+    def __init__(self, ls: Landscape, seed: int):
+        self.ls, self.seed, self.count = ls, seed, {}
+
+    def __call__(self, config: dict) -> float | None:
+        point = self.ls.point(config)
+        if point is None or point.status != "ok" or not point.runs:
+            return None
+        key = self.ls.key(config)
+        k = self.count.get(key, 0)
+        self.count[key] = k + 1
+        b, c, _ = self.ls.replay(point, self.seed, k)
+        return statistics.median(b) / statistics.median(c)
 
 
 class _Belief:
@@ -82,12 +92,11 @@ def grid_configs(ls: Landscape) -> list[dict]:
 def run_random(ls: Landscape, seed: int, target: float) -> Trace:
     """Random search without replacement: every configuration at most once."""
     trace = Trace("random", seed)
-    rng = random.Random(f"random:{seed}")
     configs = grid_configs(ls)
-    rng.shuffle(configs)
-    belief = _Belief(ls, trace, target)
+    random.Random(f"random:{seed}").shuffle(configs)
+    belief, observe = _Belief(ls, trace, target), Observer(ls, seed)
     for cfg in configs:
-        if belief.tell(cfg, observe(ls, ls.point(cfg), rng)):
+        if belief.tell(cfg, observe(cfg)):
             break
     trace.stop = "reached" if trace.evals_to_target != INF else "exhausted"
     return trace
@@ -95,10 +104,9 @@ def run_random(ls: Landscape, seed: int, target: float) -> Trace:
 
 def run_grid(ls: Landscape, seed: int, target: float) -> Trace:
     trace = Trace("grid", seed)
-    rng = random.Random(f"grid:{seed}")
-    belief = _Belief(ls, trace, target)
+    belief, observe = _Belief(ls, trace, target), Observer(ls, seed)
     for cfg in grid_configs(ls):
-        if belief.tell(cfg, observe(ls, ls.point(cfg), rng)):
+        if belief.tell(cfg, observe(cfg)):
             break
     trace.stop = "reached" if trace.evals_to_target != INF else "exhausted"
     return trace
@@ -116,7 +124,7 @@ def run_tpe(ls: Landscape, seed: int, target: float, max_trials: int | None = No
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     trace = Trace("tpe-multivariate" if multivariate else "tpe", seed)
-    rng = random.Random(f"tpe:{seed}")
+    observe = Observer(ls, seed)
     sampler = optuna.samplers.TPESampler(seed=seed, multivariate=multivariate)
     study = optuna.create_study(direction="maximize", sampler=sampler)
     belief = _Belief(ls, trace, target)
@@ -128,7 +136,7 @@ def run_tpe(ls: Landscape, seed: int, target: float, max_trials: int | None = No
                 cfg[k.name] = k.values[trial.suggest_int(k.name, 0, len(k.values) - 1)]
             else:
                 cfg[k.name] = trial.suggest_categorical(k.name, list(k.values))
-        value = observe(ls, ls.point(cfg), rng)
+        value = observe(cfg)
         if value is None:
             study.tell(trial, state=optuna.trial.TrialState.FAIL)
         else:

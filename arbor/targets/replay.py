@@ -9,7 +9,6 @@ real ones, so a replayed campaign behaves like the live one it was recorded from
 
 from __future__ import annotations
 
-import random
 import re
 from collections import Counter
 from functools import cached_property
@@ -113,9 +112,8 @@ class ReplayAdapter(TargetAdapter):
         if point.status != "ok" or not point.runs:
             return _error(point.error_class or "runtime_error", point.error_text or "failed when recorded")
         sha = artifact_sha(source)
+        b, c, seconds = self.landscape.replay(point, self.seed, self._draws[sha])
         self._draws[sha] += 1
-        rng = random.Random(f"{self.seed}:{sha}:{self._draws[sha]}")
-        b, c, seconds = self.landscape.draw(point, rng)
         seeds = list(self.spec.measurement.seeds)
         return {
             "status": "ok", "error_class": None, "error_text": None,

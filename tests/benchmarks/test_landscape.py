@@ -113,3 +113,16 @@ def test_models_are_strict():
         Knob(name="B", values=[1], default=1, typo=1)
     with pytest.raises(ValueError):
         Point(knobs={}, runs=[Run(b=[1.0], c=[1.0], extra=2)])
+
+
+def test_replay_serves_the_recorded_runs_first_then_resamples():
+    ls = make_landscape()
+    p = ls.points[5]
+    recorded = sorted(tuple(r.c) for r in p.runs)
+    first = [ls.replay(p, 7, k) for k in range(len(p.runs))]
+    assert sorted(tuple(c) for _, c, _ in first) == recorded  # each recorded run exactly once
+    assert [ls.replay(p, 7, k) for k in range(3)] == first  # a pure function of (seed, point, k)
+    other = [ls.replay(p, 8, k)[1] for k in range(3)]
+    assert sorted(map(tuple, other)) == recorded
+    extra = ls.replay(p, 7, len(p.runs))[1]
+    assert tuple(extra) not in recorded and len(extra) == len(p.runs[0].c)  # resampled beyond the recording

@@ -46,7 +46,7 @@ def test_record_measures_points_through_the_harness(campaign_dir: Path, tmp_path
 
     spec = campaign_dir / "landscape_chunked_softmax.yaml"
     text = spec.read_text().replace("  num_threads: 1\n", "  num_threads: 1\n  sizes: {batch_size: 64, dim: 256}\n")
-    text = text.replace("time_budget_s: 1.5", "time_budget_s: 0.1").replace("warmup_s: 0.1", "warmup_s: 0.02")
+    text = text.replace("time_budget_s: 4.0", "time_budget_s: 0.1").replace("warmup_s: 0.1", "warmup_s: 0.02")
     text = text.replace("min_sample_s: 0.02", "min_sample_s: 0.002")
     spec.write_text(text)
     out = tmp_path / "ls.json"
