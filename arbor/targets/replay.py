@@ -1,10 +1,11 @@
 """Replay targets: a recorded landscape stands in for the sandbox.
 
 The artifact of a replayed node is the canonical JSON of its knob values (the same form serving
-configs use), the moves change one knob at a time, and ``measure`` returns one of the point's
-recorded measurements, its rounds resampled — drawn from a seeded generator per evaluation. The
-orchestrator, specialist, Critic (confirmations and re-measurements included) and store are the
-real ones, so a replayed campaign behaves like the live one it was recorded from, in seconds.
+configs use), the moves change one knob at a time, and ``measure`` returns the point's recorded
+measurements in a seeded order — resampled ones once they run out (``Landscape.replay``; the count
+per artifact lives in this process, so a resumed replay starts the order again). The orchestrator,
+specialist, Critic (confirmations and re-measurements included) and store are the real ones, so a
+replayed campaign behaves like the live one it was recorded from, in seconds.
 """
 
 from __future__ import annotations

@@ -86,7 +86,7 @@ budget: {{max_evaluations: {n_moves + 1}, max_wall_s: 600, max_failures_in_row: 
 skills: {{extra_dirs: [skills]}}
 measurement: {{seeds: [0, 1, 2], warmup_s: 0.02, time_budget_s: 0.2, min_repeats: 5, min_sample_s: 0.003}}
 critic: {{max_cv: 10, max_remeasures: 0}}  # about containment, not noise: a loaded CI box is noisy
-sandbox: {{kind: local, timeout_s: 20, memory_gb: 2, max_file_mb: 16}}
+sandbox: {{kind: local, timeout_s: 20, memory_gb: 2, max_file_mb: 16, max_processes: 64}}
 """)
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST")}
     proc = subprocess.Popen([sys.executable, "-m", "arbor", "run", "hostile.yaml", "--json"], cwd=tmp_path,

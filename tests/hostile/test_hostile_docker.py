@@ -30,7 +30,7 @@ PY = sys.executable
 
 @pytest.fixture(scope="module")
 def runner(docker_engine):
-    r = DockerRunner(campaign=CAMPAIGN, memory_gb=4, pids_limit=256, tmpfs_mb=512, max_file_bytes=32 << 20)
+    r = DockerRunner(campaign=CAMPAIGN, memory_gb=4, pids_limit=64, tmpfs_mb=512, max_file_bytes=32 << 20)
     yield r
     r.close()
     assert containers(f"arbor.campaign={CAMPAIGN}") == [], "a sandbox container outlived the runner"

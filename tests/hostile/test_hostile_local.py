@@ -22,7 +22,8 @@ CASES = [h.name for h in hostiles("/x", 1)]
 
 @pytest.fixture(scope="module")
 def runner():
-    with LocalRunner(max_file_bytes=32 << 20) as r:
+    # few processes: a contained fork bomb still spins max_processes busy loops until its timeout
+    with LocalRunner(max_file_bytes=32 << 20, max_processes=64) as r:
         yield r
 
 
