@@ -273,8 +273,8 @@ def test_kill_9_of_arbor_kills_the_child_and_next_start_cleans_up(tmp_path):
     parent.kill()
     parent.wait()
     assert child_pid is not None and _dead(child_pid), "the direct child outlived kill -9 of its parent"
-    assert daemons and not all(_dead(d, 0.5) for d in daemons)  # pdeathsig cannot reach these...
-    LocalRunner(base_tmp=str(tmp_path))  # ...the next start does
+    assert daemons  # pdeathsig cannot reach a daemon in another session: the next start does
+    LocalRunner(base_tmp=str(tmp_path))  # (on a shared box another runner's start may beat it to it)
     assert all(_dead(d) for d in daemons)
     assert not workdir.exists()
 
