@@ -82,7 +82,7 @@ def test_campaign_with_hostile_candidates_keeps_going(tmp_path, bait):
     (tmp_path / "hostile.yaml").write_text(f"""
 name: hostile
 target: {{problem: problem.py, num_threads: 1}}
-budget: {{max_evaluations: {n_moves + 1}, max_wall_s: 600, max_failures_in_row: 20}}
+budget: {{max_evaluations: {n_moves}, max_wall_s: 600, max_failures_in_row: 20}}  # + the baseline
 skills: {{extra_dirs: [skills]}}
 measurement: {{seeds: [0, 1, 2], warmup_s: 0.02, time_budget_s: 0.2, min_repeats: 5, min_sample_s: 0.003}}
 critic: {{max_cv: 10, max_remeasures: 0}}  # about containment, not noise: a loaded CI box is noisy
