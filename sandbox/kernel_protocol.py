@@ -162,7 +162,11 @@ def _classify_death(res: JobResult, req: KernelRequest, partial: dict | None) ->
     if res.timed_out:
         return "timeout", f"exceeded the time limit of {req.timeout_s:g} s{where}; process killed"
     memory_limited = req.memory_bytes is not None and not req.device.startswith("cuda")
-    if (res.signal == signal.SIGKILL and memory_limited) or "MemoryError" in stderr:
+    # The runner knows when it can (a container's OOMKilled flag); otherwise a SIGKILL nobody
+    # else sent, under a memory limit, is the kernel's OOM killer.
+    oom_killed = res.oom_killed if res.oom_killed is not None else (
+        res.signal == signal.SIGKILL and memory_limited)
+    if oom_killed or "MemoryError" in stderr:
         return "oom", f"out of memory{where} ({how})\n{stderr}".rstrip()
     if partial is None and "result.json" in res.outputs:
         # The harness writes result.json atomically and always with our nonce: this one is forged.

@@ -180,3 +180,24 @@ def test_batch_measures_each_candidate_in_its_own_process():
     assert "time limit of 6 s during phase" in hung.error_text
     assert good.extra["recheck"]["ok"] and len(good.correctness) == 6  # unaffected by its neighbours
     assert time.monotonic() - t0 < 60
+
+
+class _Killed(LocalRunner):
+    """A runner whose job always dies by SIGKILL, saying whether the OOM killer did it."""
+
+    def __init__(self, oom_killed):
+        super().__init__()
+        self.oom_killed = oom_killed
+
+    def _execute(self, job):
+        from arbor.sandbox.runner import JobResult
+        return JobResult(returncode=-9, timed_out=False, duration_s=0.1, stdout_tail="", stderr_tail="",
+                         outputs={}, signal=9, oom_killed=self.oom_killed)
+
+
+@pytest.mark.parametrize("oom_killed,expected", [(True, "oom"), (False, "harness_error"), (None, "oom")])
+def test_sigkill_is_oom_only_when_the_runner_says_so_or_cannot_tell(oom_killed, expected):
+    req = KernelRequest(problem_source=PROBLEM, candidate_source=GOOD, memory_bytes=1 << 30,
+                        peak={"bytes_per_s": 1e10, "flops_per_s": 1e11, "source": "test"}, **FAST)
+    m = measure_kernel(_Killed(oom_killed), req)
+    assert m.error_class == expected, m.error_text
