@@ -39,6 +39,7 @@ class Summary:
     elapsed_s: float
     best_path: str | None
     serving: dict | None = None  # serving campaigns: objective, Pareto improvement, both fronts
+    llm: dict | None = None  # LLM agents: prompt/completion tokens and USD spent (None: no LLM calls)
 
     def to_dict(self) -> dict:
         d = dict(self.__dict__)
@@ -136,12 +137,15 @@ def summarize(store: Store, name: str, write_best_to: Path | None = None) -> Sum
         out = write_best_to / ("best_config.json" if camp.kind == "serving" else "best_modelnew.py")
         out.write_text(store.get_artifact(best.artifact_sha))
         path = str(out)
+    totals = store.event_totals(camp.id)
+    used = totals["prompt_tokens"] or totals["completion_tokens"] or totals["cost_usd"]
+    llm = {k: totals[k] for k in ("prompt_tokens", "completion_tokens", "cost_usd")} if used else None
     return Summary(
         campaign=name, status=camp.status, stop_reason=camp.stop_reason, baseline_s=baseline_s,
         best_s=best_s, speedup=math.exp(best.value) if best and best.value is not None else None,
         ci=ci, best_node=best.id if best else None, counts=store.count_by_state(camp.id),
         measurements=store.measurement_count(camp.id), elapsed_s=camp.elapsed_s, best_path=path,
-        serving=serving,
+        serving=serving, llm=llm,
     )
 
 

@@ -106,6 +106,10 @@ def print_summary(console: Console, s) -> None:
     counts = ", ".join(f"{k} {v}" for k, v in sorted(s.counts.items()))
     console.print(f"nodes         {sum(s.counts.values())}: {counts}")
     console.print(f"measurements  {s.measurements}   wall time {s.elapsed_s:.0f} s")
+    if getattr(s, "llm", None):
+        u = s.llm
+        console.print(f"LLM usage     {u['prompt_tokens']:,} prompt + {u['completion_tokens']:,} completion tokens, "
+                      f"${u['cost_usd']:.4f}")
     if s.best_path:
         console.print(f"best artifact {s.best_path}")
 

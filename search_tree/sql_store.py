@@ -5,19 +5,16 @@ from __future__ import annotations
 import os
 import re
 import socket
-import sqlite3
-from pathlib import Path
-from urllib.parse import quote
 from contextlib import contextmanager
 from datetime import datetime, timedelta
 from typing import Any, Iterable, Iterator
 
-from sqlalchemy import create_engine, delete, event, func, make_url, select, text, update
+from sqlalchemy import delete, func, select, text, update
 from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
-from sqlalchemy.pool import QueuePool
 
 from . import migrate
+from .sql_engine import make_engine
 from .models import Artifact, Campaign, Event, Lease, Measurement, Node, NodeState, Verdict, utcnow
 from .records import (
     CampaignRecord,
@@ -31,47 +28,6 @@ from .store import DuplicateArtifact, IllegalTransition, Store, StoreError, arti
 
 HOST = socket.gethostname()
 _READ_ONLY_SQL = re.compile(r"^\s*(select|with|explain|pragma\s+table_info)\b", re.IGNORECASE)
-
-
-def _sqlite_pragmas(dbapi_conn, _record) -> None:
-    cur = dbapi_conn.cursor()
-    cur.execute("PRAGMA journal_mode=WAL")
-    cur.execute("PRAGMA busy_timeout=30000")
-    cur.execute("PRAGMA foreign_keys=ON")
-    cur.execute("PRAGMA synchronous=NORMAL")
-    cur.close()
-
-
-def _sqlite_read_only_pragmas(dbapi_conn, _record) -> None:
-    # No journal_mode here: switching it is a write. The writer already put the file in WAL,
-    # where readers never block it (and it never blocks them).
-    cur = dbapi_conn.cursor()
-    cur.execute("PRAGMA query_only=ON")
-    cur.execute("PRAGMA busy_timeout=5000")
-    cur.close()
-
-
-def _postgres_read_only(dbapi_conn, _record) -> None:
-    cur = dbapi_conn.cursor()
-    cur.execute("SET SESSION CHARACTERISTICS AS TRANSACTION READ ONLY")
-    cur.close()
-
-
-def _read_only_sqlite_engine(url: str):
-    """An engine on an existing SQLite file opened with ``mode=ro``: it can neither create the
-    file nor write to it, whatever SQL is sent."""
-    database = make_url(url).database
-    if not database or database == ":memory:":
-        raise StoreError(f"cannot open {url} read-only: name a database file")
-    path = Path(database).expanduser().resolve()
-    if not path.is_file():
-        raise StoreError(f"store not found: {path} — has the campaign started? (`arbor run CAMPAIGN.yaml`)")
-    uri = f"file:{quote(str(path))}?mode=ro"
-
-    def connect():
-        return sqlite3.connect(uri, uri=True, timeout=5, check_same_thread=False)
-
-    return create_engine("sqlite://", creator=connect, poolclass=QueuePool)
 
 
 def _no_index(column):
@@ -97,20 +53,9 @@ class SqlStore(Store):
         self.url = url
         self.is_sqlite = url.startswith("sqlite")
         self.read_only = read_only
-        kwargs: dict[str, Any] = {}
-        if self.is_sqlite:
-            kwargs["connect_args"] = {"timeout": 30, "check_same_thread": False}
         try:
-            if read_only:  # observers never migrate, create or write (see open_store)
-                self.engine = _read_only_sqlite_engine(url) if self.is_sqlite else create_engine(url)
-                listener = _sqlite_read_only_pragmas if self.is_sqlite else (
-                    _postgres_read_only if self.engine.dialect.name == "postgresql" else None)
-                if listener is not None:
-                    event.listen(self.engine, "connect", listener)
-            else:
-                self.engine = create_engine(url, **kwargs)
-                if self.is_sqlite:
-                    event.listen(self.engine, "connect", _sqlite_pragmas)
+            self.engine = make_engine(url, read_only)
+            if not read_only:  # observers never migrate, create or write (see open_store)
                 migrate.upgrade(self.engine)
         except OperationalError as exc:
             raise StoreError(f"cannot open store {url}: {exc.orig} — check the path and permissions") from None

@@ -174,6 +174,7 @@ def test_token_budget_stops_the_campaign_to_the_token(campaign_dir):
     evs = store.events(camp.id, limit=100_000)
     stored = sum(e.prompt_tokens + e.completion_tokens for e in evs)
     assert stored == sent <= 4000  # every token the server reported is accounted for, and no more
+    assert summary.llm and summary.llm["prompt_tokens"] + summary.llm["completion_tokens"] == sent
     assert n_requests == sum(1 for e in evs if e.kind == "llm_call") >= 1
     # a second run with the same budget resumes accounting from the store and sends nothing
     with ScriptedServer(KernelScript(then=SYNTAX)) as again:
