@@ -48,6 +48,19 @@ class Context:
         if self.index is None:
             self.index = TreeIndex(self.campaign.id)
     _sources: dict[str, str] = field(default_factory=dict)
+    _evaluations: int | None = None  # candidates measured so far (the budget's count), kept as we go
+
+    def evaluations(self) -> int:
+        """Distinct candidates measured: counted in the store once per process, then incremented
+        by this process (the only writer while it holds the campaign) instead of a COUNT(DISTINCT)
+        over every measurement at every step."""
+        if self._evaluations is None:
+            self._evaluations = self.store.measurement_count(self.cid, distinct_candidates=True)
+        return self._evaluations
+
+    def count_evaluation(self) -> None:
+        if self._evaluations is not None:
+            self._evaluations += 1
 
     @property
     def cid(self) -> int:

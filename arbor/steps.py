@@ -45,10 +45,10 @@ def select(ctx: Context, state: LoopState) -> LoopState:
     idx = ctx.index
     idx.refresh(ctx.store)
     elapsed = ctx.flush_elapsed()
-    evals = ctx.store.measurement_count(ctx.cid, distinct_candidates=True)
-    reason = stop_reason(ctx.spec.budget, idx, evals, elapsed) or llm_stop_reason(ctx.llm)
+    reason = stop_reason(ctx.spec.budget, idx, ctx.evaluations(), elapsed) or llm_stop_reason(ctx.llm)
     if reason is None:
-        is_known = lambda sha: ctx.store.find_node(ctx.cid, sha) is not None  # noqa: E731
+        # the index (just refreshed) rules out almost every sha without a query; the store confirms
+        is_known = lambda sha: idx.has_artifact(sha) and ctx.store.find_node(ctx.cid, sha) is not None  # noqa: E731
         sel = ctx.orchestrator.select(idx, ctx.source, is_known, state.get("step", 0))
         if sel is None:
             reason = "exhausted: no untried move left on any accepted node"
@@ -125,6 +125,8 @@ def measure(ctx: Context, state: LoopState) -> LoopState:
             stop.set()
             beat.join()
         ctx.store.record_measurement(nid, attempt, purpose, result, ctx.runner.name)
+        if attempt == 1 and node.parent_id is not None:
+            ctx.count_evaluation()
     return {}
 
 

@@ -105,64 +105,6 @@ def _patch_lookup():
     return lambda: setattr(ReplayAdapter, "lookup", original)
 
 
-class ProposedStore:
-    """The two store-side fixes this benchmark proposes to the core, emulated around the real
-    store (nothing else changes): the specialist's duplicate checks answered by the tree index
-    (``TreeIndex.has_artifact``) instead of one ``find_node`` query per untried move, and the
-    budget's evaluation count kept incrementally instead of a COUNT(DISTINCT) over the campaign's
-    measurements every step."""
-
-    def __init__(self, inner, ctx):
-        self._inner, self._ctx, self._evals = inner, ctx, None
-
-    def __getattr__(self, name):
-        return getattr(self._inner, name)
-
-    def find_node(self, campaign_id, sha):
-        if campaign_id == self._ctx.cid and not self._ctx.index.has_artifact(sha):
-            return None
-        return self._inner.find_node(campaign_id, sha)
-
-    def measurement_count(self, campaign_id, distinct_candidates=False):
-        if not distinct_candidates or campaign_id != self._ctx.cid:
-            return self._inner.measurement_count(campaign_id, distinct_candidates)
-        if self._evals is None:
-            self._evals = self._inner.measurement_count(campaign_id, True)
-        return self._evals
-
-    def record_measurement(self, node_id, attempt, purpose, data, runner):
-        m = self._inner.record_measurement(node_id, attempt, purpose, data, runner)
-        if self._evals is not None and attempt == 1 and node_id != self._ctx.campaign.root_node_id:
-            self._evals += 1
-        return m
-
-
-def _patch_proposed():
-    """ProposedStore, plus LangGraph's ``durability="exit"``: the store is the campaign's source of
-    truth (a resumed run rebuilds its state from it), so checkpointing every super-step buys nothing."""
-    import arbor.campaign as campaign
-    from langgraph.pregel import Pregel
-
-    original, invoke = campaign.build_context, Pregel.invoke
-
-    def build_context(spec, store, report):
-        ctx = original(spec, store, report)
-        ctx.store = ProposedStore(ctx.store, ctx)
-        return ctx
-
-    def invoke_exit(self, *args, **kwargs):
-        kwargs.setdefault("durability", "exit")
-        return invoke(self, *args, **kwargs)
-
-    campaign.build_context = build_context
-    Pregel.invoke = invoke_exit
-
-    def undo():
-        campaign.build_context = original
-        Pregel.invoke = invoke
-    return undo
-
-
 def _summary(measured: list[dict]) -> dict:
     first, rest = measured[0], measured[1:]
 
@@ -193,7 +135,7 @@ def _summary(measured: list[dict]) -> dict:
             "phases_cpu_ms_median": {p: med(f"{p}_cpu_ms") for p in PHASES}, "steps": rows}
 
 
-def run_size(path: Path, n: int, steps: int, workdir: Path, log, variants=("current", "proposed")) -> list[dict]:
+def run_size(path: Path, n: int, steps: int, workdir: Path, log) -> list[dict]:
     from arbor.agents.transforms.knobs import canonical_config
     from arbor.campaign import run_campaign
     from arbor.landscape import load_landscape
@@ -218,23 +160,19 @@ def run_size(path: Path, n: int, steps: int, workdir: Path, log, variants=("curr
         fill = populate(store, camp.id, camp.root_node_id, max(0, n - have),
                         artifact=lambda i: canonical_config({**configs[i % len(configs)], "_filler": i}),
                         moves=[(m.id, m.family or m.id) for m in ls.moves] or None, progress=log)
-        for variant in variants:
-            evals = store.measurement_count(camp.id, distinct_candidates=True)
-            spec.budget = spec.budget.model_copy(update={"max_evaluations": evals + steps})
-            clock = StepClock()
-            unpatch = _patch_proposed() if variant == "proposed" else (lambda: None)
-            clock.install()
-            t0 = time.perf_counter()
-            try:
-                run_campaign(spec, lambda *a: None, store=store)
-            finally:
-                clock.uninstall()
-                unpatch()
-            total = time.perf_counter() - t0
-            out.append({"nodes": len(store.nodes(camp.id)), "variant": variant, "landscape": ls.name, "fill": fill,
-                        "resume_total_s": total, **_summary(clock.steps())})
-            log(f"  {variant}: {out[-1]['step_wall_ms_median']:.1f} ms/step wall, "
-                f"{out[-1]['step_cpu_ms_median']:.1f} ms CPU")
+        evals = store.measurement_count(camp.id, distinct_candidates=True)
+        spec.budget = spec.budget.model_copy(update={"max_evaluations": evals + steps})
+        clock = StepClock()
+        clock.install()
+        t0 = time.perf_counter()
+        try:
+            run_campaign(spec, lambda *a: None, store=store)
+        finally:
+            clock.uninstall()
+        total = time.perf_counter() - t0
+        out.append({"nodes": len(store.nodes(camp.id)), "landscape": ls.name, "fill": fill,
+                    "resume_total_s": total, **_summary(clock.steps())})
+        log(f"  {out[-1]['step_wall_ms_median']:.1f} ms/step wall, {out[-1]['step_cpu_ms_median']:.1f} ms CPU")
     finally:
         undo()
         store.close()
@@ -246,7 +184,6 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sizes", default="1000,100000")
     ap.add_argument("--steps", type=int, default=60)
     ap.add_argument("--landscape", default=None, help="landscape name or path (default: the first recorded)")
-    ap.add_argument("--current-only", action="store_true", help="skip the variant with the proposed store fixes")
     ap.add_argument("--out", default="overhead")
     args = ap.parse_args(argv)
     started = time.monotonic()
@@ -258,17 +195,15 @@ def main(argv: list[str] | None = None) -> int:
     for n in (int(x) for x in args.sizes.split(",")):
         workdir = Path(tempfile.mkdtemp(prefix="arbor-overhead-"))
         try:
-            results.extend(run_size(paths[0], n, args.steps, workdir, print,
-                                    variants=("current",) if args.current_only else ("current", "proposed")))
+            results.extend(run_size(paths[0], n, args.steps, workdir, print))
         finally:
             shutil.rmtree(workdir, ignore_errors=True)
-    cols = [("nodes", "nodes"), ("variant", "code"), ("step_wall_ms_median", "step ms (median)"), ("step_wall_ms_p90", "p90"),
+    cols = [("nodes", "nodes"), ("step_wall_ms_median", "step ms (median)"), ("step_wall_ms_p90", "p90"),
             ("step_cpu_ms_median", "CPU ms"), ("first_step_ms", "first step (index load) ms")]
     cols += [(f"ph_{p}", f"{p} ms") for p in PHASES] + [("graph_ms_median", "LangGraph ms")]
     print()
     print(table([{**r, **{f"ph_{p}": r["phases_ms_median"][p] for p in PHASES}} for r in results], cols))
-    print("(harness time per step, the replayed measurement excluded; goal <= 50 ms. 'proposed' = the same code with\n"
-          " the fixes proposed to the core (ProposedStore's two store-side ones, LangGraph durability='exit'))")
+    print("(harness time per step, the replayed measurement excluded; goal <= 50 ms)")
     path = write_result(args.out, {"goal_ms": 50, "results": results}, started)
     print(f"wrote {path}")
     return 0
