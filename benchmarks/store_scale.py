@@ -7,8 +7,8 @@ query latency, bytes per node.
 * **select** — the first load of the tree index (``TreeIndex.refresh`` from nothing), reported
   apart, then per step: the incremental refresh after one new node, the orchestrator's choice
   (policy over every expandable node + the lazy exact prior of the winner, with the loop's
-  ``find_node`` duplicate checks), and the two store queries ``steps.select`` also makes (pending
-  nodes, the evaluation count for the budget).
+  ``find_node`` duplicate checks), and the store query ``steps.select`` also makes (pending nodes).
+  The budget's evaluation count is counted once per process and then kept by the loop: reported apart.
 * **dashboard queries** — the store's incremental read methods a live view polls.
 * **bytes per node** — the SQLite file (+ WAL) over the node count, with every node carrying an
   artifact, a measurement of 30 paired samples, a verdict and three events.
@@ -118,13 +118,13 @@ def run_size(n: int, landscape: Path | None, workdir: Path, log) -> dict:
             sources[sha] = store.get_artifact(sha)
         return sources[sha]
 
-    def is_known(sha):
-        return store.find_node(camp.id, sha) is not None
+    def is_known(sha):  # as steps.select: the index rules out, the store confirms
+        return idx.has_artifact(sha) and store.find_node(camp.id, sha) is not None
 
     t = time.perf_counter()
     orch.select(idx, source_of, is_known, 0)  # the first choice computes exact priors from scratch
     first_select_s = time.perf_counter() - t
-    per = {"refresh": [], "orchestrator": [], "pending_query": [], "eval_count": [], "total": []}
+    per = {"refresh": [], "orchestrator": [], "pending_query": [], "total": []}
     rng = random.Random(0)
     for step in range(1, 31):
         sel = orch.select(idx, source_of, is_known, step)
@@ -146,14 +146,14 @@ def run_size(n: int, landscape: Path | None, workdir: Path, log) -> dict:
         t1 = time.perf_counter()
         store.nodes(camp.id, states=("proposed", "queued", "running", "measured"))
         t2 = time.perf_counter()
-        store.measurement_count(camp.id, distinct_candidates=True)
-        t3 = time.perf_counter()
         orch.select(idx, source_of, is_known, step + 1000)
-        t4 = time.perf_counter()
-        for k, v in (("refresh", t1 - t0), ("pending_query", t2 - t1), ("eval_count", t3 - t2),
-                     ("orchestrator", t4 - t3), ("total", t4 - t0)):
+        t3 = time.perf_counter()
+        for k, v in (("refresh", t1 - t0), ("pending_query", t2 - t1), ("orchestrator", t3 - t2),
+                     ("total", t3 - t0)):
             per[k].append(1e3 * v)
     select_ms = {k: statistics.median(v) for k, v in per.items()}
+    # the budget's evaluation count: once per process (then kept by the loop), reported apart
+    select_ms["eval_count_once"] = _ms(lambda: store.measurement_count(camp.id, distinct_candidates=True), 3)
 
     # --- dashboard reads -------------------------------------------------------------
     cursor = store.get_node(node.id).updated_at - timedelta(seconds=5)
@@ -203,12 +203,12 @@ def main(argv: list[str] | None = None) -> int:
     print(table([{"nodes": r["nodes"], "api": r["api_nodes_per_s_full"], "api0": r["api_nodes_per_s_empty"],
                   "bulk": r["bulk_nodes_per_s"], "bpn": r["bytes_per_node"], "load": r["index_load_s"],
                   "sel": r["select_ms"]["total"], "orch": r["select_ms"]["orchestrator"],
-                  "refresh": r["select_ms"]["refresh"], "evals": r["select_ms"]["eval_count"],
+                  "refresh": r["select_ms"]["refresh"], "evals": r["select_ms"]["eval_count_once"],
                   "dash": max(r["dashboard_ms"].values())} for r in results],
                 [("nodes", "nodes"), ("api0", "API nodes/s (empty)"), ("api", "API nodes/s (full)"),
                  ("bulk", "bulk nodes/s"), ("bpn", "bytes/node"), ("load", "index load s"),
                  ("sel", "select ms/step"), ("orch", "orchestrator ms"), ("refresh", "refresh ms"),
-                 ("evals", "eval-count ms"), ("dash", "slowest dashboard query ms")]))
+                 ("evals", "eval count (once) ms"), ("dash", "slowest dashboard query ms")]))
     for r in results:
         print(f"\n{r['nodes']} nodes, dashboard queries (ms):")
         print(table([{"q": k, "ms": v} for k, v in r["dashboard_ms"].items()], [("q", "query"), ("ms", "median ms")]))
