@@ -44,7 +44,21 @@ def _endpoint(v: str | None) -> str | None:
     return v
 
 
-class AgentRole(_Strict):
+class _Endpoint(_Strict):
+    """Where the shared settings and every role's overrides name an endpoint and a key variable."""
+
+    @field_validator("api_key_env", check_fields=False)
+    @classmethod
+    def _env(cls, v: str | None) -> str | None:
+        return _env_name(v)
+
+    @field_validator("base_url", check_fields=False)
+    @classmethod
+    def _url(cls, v: str | None) -> str | None:
+        return _endpoint(v)
+
+
+class AgentRole(_Endpoint):
     """Per-role overrides of the LLM settings in ``agents:`` (unset fields inherit them)."""
 
     backend: Literal["heuristic", "openai"] | None = None
@@ -58,18 +72,8 @@ class AgentRole(_Strict):
     max_output_tokens: int | None = Field(default=None, ge=64)
     prompt_tokens: int | None = Field(default=None, ge=500)
 
-    @field_validator("api_key_env")
-    @classmethod
-    def _env(cls, v: str | None) -> str | None:
-        return _env_name(v)
 
-    @field_validator("base_url")
-    @classmethod
-    def _url(cls, v: str | None) -> str | None:
-        return _endpoint(v)
-
-
-class Agents(_Strict):
+class Agents(_Endpoint):
     backend: Literal["heuristic", "openai"] = "heuristic"
     seed: int = 0
     policy: Literal["puct", "ucb1", "greedy", "random"] = "puct"
@@ -91,16 +95,6 @@ class Agents(_Strict):
     orchestrator: AgentRole = Field(default_factory=AgentRole)
     specialist: AgentRole = Field(default_factory=AgentRole)
     critic: AgentRole = Field(default_factory=AgentRole)
-
-    @field_validator("api_key_env")
-    @classmethod
-    def _env(cls, v: str | None) -> str | None:
-        return _env_name(v)
-
-    @field_validator("base_url")
-    @classmethod
-    def _url(cls, v: str | None) -> str | None:
-        return _endpoint(v)
 
     def role(self, name: str) -> dict:
         """Effective settings of one role: its overrides on top of the shared ones."""

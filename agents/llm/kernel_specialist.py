@@ -67,14 +67,7 @@ class LLMKernelSpecialist(LLMSpecialistBase):
             out.append(Section(f"Parent node #{parent.id} ({speed}): its ModelNew source",
                                self.runtime.source(parent.artifact_sha), 2))
             out.append(Section("Parent hypothesis", parent.hypothesis, 3))
-        if d.mode == "debug":
-            out.append(Section("Why the parent failed", self.failure_details(parent), 2))
-        if d.note:
-            out.append(Section("Orchestrator's note", d.note, 4))
-        tried = self.siblings(parent, nodes)
-        if tried:
-            out.append(Section("Already tried below this parent (do not repeat)", tried, 5))
-        return out
+        return out + self.closing_sections(parent, d, nodes)
 
     def propose(self, parent: NodeRecord, options: list, k: int = 1) -> list[LLMProposal]:
         d = options[0] if options and isinstance(options[0], Directive) else Directive("improve", 0.3)

@@ -121,6 +121,19 @@ class LLMSpecialistBase:
             parts.append("Critic's root-cause narrative: " + story)
         return "\n".join(parts)
 
+    def closing_sections(self, parent: NodeRecord, d: Directive, nodes: list[NodeRecord]) -> list[Section]:
+        """What every specialist's task ends with: why the parent failed (when debugging), the
+        Orchestrator's note, and what was already tried below the parent."""
+        out = []
+        if d.mode == "debug":
+            out.append(Section("Why the parent failed", self.failure_details(parent), 2))
+        if d.note:
+            out.append(Section("Orchestrator's note", d.note, 4))
+        tried = self.siblings(parent, nodes)
+        if tried:
+            out.append(Section("Already tried below this parent (do not repeat)", tried, 5))
+        return out
+
     def siblings(self, parent: NodeRecord, nodes: list[NodeRecord]) -> str:
         lines = []
         for n in nodes:
