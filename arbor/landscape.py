@@ -65,11 +65,14 @@ class Point(_Strict):
 
     @property
     def speedup(self) -> float | None:
-        """Geometric mean over runs of median(baseline)/median(candidate): the point's true value."""
+        """The point's true value: the median over runs (in log space, so two runs give their
+        geometric mean) of median(baseline)/median(candidate). A median, not a mean: a run in which
+        the reference fell into a slow mode (allocator, page faults) must not make a point the
+        optimum on its own."""
         ratios = [median(r.b) / median(r.c) for r in self.runs if r.b and r.c and median(r.c) > 0]
         if self.status != "ok" or not ratios:
             return None
-        return math.exp(sum(math.log(x) for x in ratios) / len(ratios))
+        return math.exp(median([math.log(x) for x in ratios]))
 
     @property
     def median_s(self) -> float | None:

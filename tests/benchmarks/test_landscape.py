@@ -25,7 +25,7 @@ def _tiny(**over) -> dict:
     return data
 
 
-def test_speedup_is_the_geometric_mean_of_per_run_ratios():
+def test_speedup_is_the_median_of_per_run_ratios_in_log_space():
     ls = Landscape.model_validate(_tiny())
     assert ls.true_speedup({"B": 1, "M": "x"}) == pytest.approx(1.0)
     assert ls.true_speedup({"B": 2, "M": "x"}) == pytest.approx(4.0)  # sqrt(2 * 8)
@@ -33,6 +33,10 @@ def test_speedup_is_the_geometric_mean_of_per_run_ratios():
     assert ls.true_speedup({"B": 1, "M": "y"}) is None  # never recorded
     assert ls.optimum() == pytest.approx(4.0)
     assert ls.size() == 4
+    # one run with a slow reference (9x) among three does not move the point's value
+    odd = {"b": [1.5, 1.5], "c": [1.0, 1.0]}, {"b": [9.0, 9.0], "c": [1.0, 1.0]}, {"b": [1.4, 1.4], "c": [1.0, 1.0]}
+    three = Landscape.model_validate(_tiny(points=[{"knobs": {"B": 1, "M": "x"}, "runs": list(odd)}]))
+    assert three.true_speedup({"B": 1, "M": "x"}) == pytest.approx(1.5)
 
 
 def test_lookup_is_exact_on_type_and_value():
