@@ -17,6 +17,26 @@ CRASHES = {"compile_error", "runtime_error", "timeout", "oom", "hack_suspected",
            "startup_failed", "accuracy_regression"}  # serving: the config will not start / changes outputs
 WIN_BOOST, MOVE_REGRESSION, FAMILY_REGRESSION = 1.5, 0.5, 0.7
 MAX_BOOSTED_WINS = 2
+# Below a node that won by setting a knob, another value of that same knob replaces the win
+# instead of building on it: such moves are alternatives, tried after the complementary ones.
+# (Measured on the recorded landscapes: the family boost alone made "STATS=var_mean" outrank
+# every complementary move right after "STATS=fused" had won.)
+ALTERNATIVE_TO_WIN = 0.5
+
+
+def knob_of(move) -> str | None:  # type: ignore[no-untyped-def]
+    """The single knob a move sets (template constants, serving knobs); None for code transforms."""
+    if move.transform.startswith(("const_", "knob_")):
+        name = move.params.get("knob", move.params.get("name"))
+        return name if isinstance(name, str) else None
+    return None
+
+
+def alternative_to_win(move, parent: NodeRecord, moves_by_id: dict) -> bool:  # type: ignore[no-untyped-def]
+    """Whether ``move`` sets the knob whose change made ``parent`` an accepted win."""
+    won_by = moves_by_id.get(parent.move_id) if parent.diagnosis == "improved" else None
+    knob = knob_of(won_by) if won_by is not None else None
+    return knob is not None and knob_of(move) == knob
 
 
 @dataclass

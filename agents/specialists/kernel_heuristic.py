@@ -11,7 +11,7 @@ import random
 from dataclasses import dataclass
 from typing import Callable
 
-from arbor.agents.priors import OutcomeIndex
+from arbor.agents.priors import ALTERNATIVE_TO_WIN, OutcomeIndex, alternative_to_win
 from arbor.agents.skills import MoveSpec
 from arbor.agents.transforms import apply_move
 from arbor.search_tree.records import NodeRecord
@@ -40,6 +40,7 @@ class HeuristicKernelSpecialist:
 
     def __init__(self, moves: list[MoveSpec], seed: int = 0):
         self.moves = list(moves)
+        self.by_id = {m.id: m for m in self.moves}
         self.seed = seed
         self._cache: dict[tuple[str, str], str | None] = {}
 
@@ -63,6 +64,8 @@ class HeuristicKernelSpecialist:
             prior = outcomes.adjust(move.id, move.family, move.prior, parent.id)
             if prior <= 0:
                 continue
+            if alternative_to_win(move, parent, self.by_id):
+                prior *= ALTERNATIVE_TO_WIN
             new = self._apply(parent.artifact_sha, parent_source, move)
             if new is None or is_known(artifact_sha(new)):
                 continue

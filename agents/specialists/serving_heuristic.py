@@ -17,7 +17,7 @@ import random
 from dataclasses import dataclass
 from typing import Callable
 
-from arbor.agents.priors import OutcomeIndex
+from arbor.agents.priors import ALTERNATIVE_TO_WIN, OutcomeIndex, alternative_to_win
 from arbor.agents.skills import MoveSpec, SkillError
 from arbor.search_tree.records import NodeRecord
 from arbor.search_tree.store import artifact_sha
@@ -68,6 +68,8 @@ class HeuristicServingSpecialist(HeuristicKernelSpecialist):
             prior = outcomes.adjust(move.id, move.family, move.prior, parent.id)
             if prior <= 0:
                 continue
+            if alternative_to_win(move, parent, self.by_id):
+                prior *= ALTERNATIVE_TO_WIN
             cond = self.conditions.get(move.id)
             why = ""
             if cond is not None:

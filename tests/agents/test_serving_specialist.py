@@ -112,3 +112,24 @@ def test_shipped_serving_skills_parse_and_select_by_engine():
     for m in tiny + vllm:  # every shipped condition compiles
         if m.when:
             compile_condition(m.when)
+
+
+def test_below_a_win_other_values_of_the_winning_knob_come_after_complementary_moves():
+    from dataclasses import replace
+
+    from arbor.agents.specialists.kernel_heuristic import HeuristicKernelSpecialist
+
+    moves = [MoveSpec(id="dtype-bf16", transform="knob_set", params={"knob": "dtype", "value": "bfloat16"},
+                      prior=0.6, family="precision"),
+             MoveSpec(id="dtype-fp16", transform="knob_set", params={"knob": "dtype", "value": "float16"},
+                      prior=0.5, family="precision"),
+             MoveSpec(id="no-wait", transform="knob_set", params={"knob": "wait_ms", "value": 0.0},
+                      prior=0.4, family="latency")]
+    parent_cfg = canonical_config({"max_batch_size": 4, "dtype": "bfloat16", "compile": False, "wait_ms": 2.5})
+    won = replace(node(2, "p"), parent_id=1, move_id="dtype-bf16", family="precision", diagnosis="improved")
+    for spec in (HeuristicServingSpecialist(moves), HeuristicKernelSpecialist(moves)):
+        after_win = spec.options(won, parent_cfg, set(), lambda sha: False, OutcomeIndex())
+        assert [o.move.id for o in after_win] == ["no-wait", "dtype-fp16"]  # 0.4 before 0.5 x 0.5
+        # the same parent, had it not won with that knob, ranks by the declared priors
+        plain = spec.options(replace(won, diagnosis="no_gain"), parent_cfg, set(), lambda sha: False, OutcomeIndex())
+        assert [o.move.id for o in plain] == ["dtype-fp16", "no-wait"]
