@@ -15,6 +15,7 @@ import random
 from dataclasses import dataclass
 from typing import Callable
 
+import numpy as np
 from arbor.agents.priors import OutcomeIndex
 from arbor.agents.specialists.kernel_heuristic import HeuristicKernelSpecialist, Option
 from arbor.search_tree.index import TreeIndex
@@ -61,11 +62,21 @@ class HeuristicOrchestrator:
             index.invalidate_priors(self._rise)
             self._rise = None
         rng = random.Random(f"{self.seed}:select:{step}")
+        rows, q, value, visits, pv, prior = index.candidate_arrays()
+        if len(rows) == 0:
+            return None
+        # Scores are computed once; each round changes one entry's prior, so only that entry is
+        # re-scored (a full pass per round cost seconds at 1e5 nodes after a family win raised
+        # every bound).
+        prior = np.array(prior, dtype=float)
+        total = int(np.max(pv))
+        scores = np.array(self.policy.scores(q, value, visits, pv, prior, total, rng), dtype=float)
         for _ in range(MAX_ROUNDS):
-            rows, q, value, visits, pv, prior = index.candidate_arrays()
-            if len(rows) == 0:
+            top_score = scores.max()
+            if top_score == -np.inf:
                 return None
-            i = self.policy.choose_index(q, value, visits, pv, prior, rng)
+            top = np.flatnonzero(scores >= top_score - 1e-12)
+            i = int(top[0]) if len(top) == 1 else int(top[rng.randrange(len(top))])
             row = int(rows[i])
             node = index.node(row)
             options = self.specialist.options(node, source_of(node.artifact_sha), index.tried.get(row, set()),
@@ -77,4 +88,8 @@ class HeuristicOrchestrator:
                 note = (f"{self.policy.name}: node {node.id} (Q={q[i]:.3f}, N={int(visits[i])}, "
                         f"P={best_prior:.2f}, {len(rows)} expandable)")
                 return Selection(node, options, note)
+            prior[i] = best_prior
+            one = slice(i, i + 1)
+            scores[i] = (self.policy.scores(q[one], value[one], visits[one], pv[one], prior[one], total, rng)[0]
+                         if options else -np.inf)
         return None

@@ -37,9 +37,9 @@ def search(d: dict) -> str:
     rows = []
     for name, ls in d["landscapes"].items():
         info = ls["info"]
-        for r in ls["summary"]:
+        for k, r in enumerate(ls["summary"]):
             iqr = f"{fmt(r['q1'], 0)}–{fmt(r['q3'], 0)}"
-            rows.append([name if not rows or rows[-1][0] != name else "", r["method"], fmt(r["median"], 0), iqr,
+            rows.append([name if k == 0 else "", r["method"], fmt(r["median"], 0), iqr,
                          f"{r['reached']}/{r['n']}", fmt(r["vs_tpe"], 2), fmt(r["vs_random"], 2)])
         rows.append([f"↳ {info['ok_points']} points, optimum {info['optimum']:.2f}x, {info['within_threshold']} "
                      f"within target, default {info['default_speedup'] or 0:.2f}x", "", "", "", "", "", ""])
@@ -48,10 +48,10 @@ def search(d: dict) -> str:
 
 
 def overhead(d: dict) -> str:
-    rows = [[r["nodes"], r["variant"], fmt(r["step_wall_ms_median"]), fmt(r["step_wall_ms_p90"]),
+    rows = [[f"{r['nodes']:,}", fmt(r["step_wall_ms_median"]), fmt(r["step_wall_ms_p90"]),
              fmt(r["step_cpu_ms_median"]), fmt(r["phases_ms_median"]["select"]), fmt(r["phases_ms_median"]["critique"]),
              fmt(r.get("graph_ms_median")), fmt(r["first_step_ms"] / 1e3, 1)] for r in d["results"]]
-    return f"*{_machine(d)}*\n\n" + _md(rows, ["nodes", "code", "step ms (median)", "p90", "CPU ms", "select ms",
+    return f"*{_machine(d)}*\n\n" + _md(rows, ["nodes", "step ms (median)", "p90", "CPU ms", "select ms",
                                                 "critique ms", "LangGraph ms", "first step s (index load)"])
 
 
@@ -90,10 +90,10 @@ def store(d: dict) -> str:
         s = r["select_ms"]
         rows.append([f"{r['nodes']:,}", fmt(r["api_nodes_per_s_empty"], 0), fmt(r["api_nodes_per_s_full"], 0),
                      fmt(r["bulk_nodes_per_s"], 0), fmt(r["bytes_per_node"], 0), fmt(r["index_load_s"], 1),
-                     fmt(s["total"]), fmt(s["orchestrator"]), fmt(s["refresh"]), fmt(s["eval_count"]),
+                     fmt(s["total"]), fmt(s["orchestrator"]), fmt(s["refresh"]), fmt(s.get("eval_count_once", s.get("eval_count"))),
                      fmt(max(r["dashboard_ms"].values()))])
     head = ["nodes", "API nodes/s (empty)", "API nodes/s (full)", "bulk nodes/s", "bytes/node", "index load s",
-            "select ms/step", "orchestrator ms", "refresh ms", "eval-count ms", "slowest dashboard query ms"]
+            "select ms/step", "orchestrator ms", "refresh ms", "eval count ms (once per run)", "slowest dashboard query ms"]
     out = [f"*{_machine(d)}*", "", _md(rows, head), ""]
     for r in d["results"]:
         out.append(f"Dashboard queries at {r['nodes']:,} nodes (ms): " +

@@ -273,7 +273,10 @@ class SqlStore(Store):
 
     def recent_verdicts(self, campaign_id: int, limit: int = 20) -> list[VerdictRecord]:
         with self._tx() as s:
-            rows = s.scalars(select(Verdict).join(Node).where(Node.campaign_id == campaign_id)
+            # walk verdicts newest first and filter by campaign (not: every node of the campaign,
+            # then sort all their verdicts): 2 s -> milliseconds at 1e6 nodes
+            rows = s.scalars(select(Verdict).join(Node, Node.id == Verdict.node_id)
+                             .where(_no_index(Node.campaign_id) == campaign_id)
                              .order_by(Verdict.id.desc()).limit(limit))
             return [to_record(r, VerdictRecord) for r in rows]
 
