@@ -19,6 +19,7 @@ from .loop import run_loop
 from .sandbox_setup import open_sandbox
 from .spec import CampaignSpec
 from .targets import make_adapter
+from .verify import final_verification
 from .steps import best_node
 
 STALE_LEASE_S = 60.0
@@ -40,6 +41,7 @@ class Summary:
     best_path: str | None
     serving: dict | None = None  # serving campaigns: objective, Pareto improvement, both fronts
     llm: dict | None = None  # LLM agents: prompt/completion tokens and USD spent (None: no LLM calls)
+    verified: dict | None = None  # final verification of the best: its node, speedups, median
 
     def to_dict(self) -> dict:
         d = dict(self.__dict__)
@@ -110,6 +112,12 @@ def summarize(store: Store, name: str, write_best_to: Path | None = None) -> Sum
     nodes = store.nodes(camp.id)
     root = next((n for n in nodes if n.id == camp.root_node_id), None)
     best = best_node(nodes)
+    verified = final_verification(store, camp.id)
+    if verified and verified.get("best") is not None:  # the median of several measurements decides
+        best = next((n for n in nodes if n.id == verified["best"]), best)
+        verified = next((v for v in verified["nodes"] if v["node_id"] == best.id), None)
+    else:
+        verified = None
     baseline_s = best_s = None
     ci = None
     if root is not None:
@@ -142,10 +150,11 @@ def summarize(store: Store, name: str, write_best_to: Path | None = None) -> Sum
     llm = {k: totals[k] for k in ("prompt_tokens", "completion_tokens", "cost_usd")} if used else None
     return Summary(
         campaign=name, status=camp.status, stop_reason=camp.stop_reason, baseline_s=baseline_s,
-        best_s=best_s, speedup=math.exp(best.value) if best and best.value is not None else None,
+        best_s=best_s, speedup=(verified["speedup"] if verified else
+                                math.exp(best.value) if best and best.value is not None else None),
         ci=ci, best_node=best.id if best else None, counts=store.count_by_state(camp.id),
         measurements=store.measurement_count(camp.id), elapsed_s=camp.elapsed_s, best_path=path,
-        serving=serving, llm=llm,
+        serving=serving, llm=llm, verified=verified,
     )
 
 

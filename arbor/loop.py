@@ -1,7 +1,10 @@
 """The campaign loop as a LangGraph ``StateGraph``:
 
     select → propose → guard → measure → critique ─┬→ update → select …
-                                    ↑ remeasure ───┘            └→ END (stop reason)
+                                    ↑ remeasure ───┘            └→ finalize → END (stop reason)
+
+``finalize`` measures the best and its contenders until the reported number is a median
+(arbor/verify.py).
 
 The store is the source of truth; a resumed run always re-enters at ``select`` with state rebuilt
 from the store (so a checkpoint can never disagree with what was measured). The SQLite checkpointer
@@ -25,11 +28,12 @@ from .steps import LoopState
 
 def build_graph(ctx: Context, checkpoint_path: Path | None):
     g = StateGraph(LoopState)
-    for name in ("select", "propose", "guard", "measure", "critique", "update"):
+    for name in ("select", "propose", "guard", "measure", "critique", "update", "finalize"):
         g.add_node(name, partial(getattr(steps, name), ctx))
     g.add_edge(START, "select")
-    g.add_conditional_edges("select", lambda s: END if s.get("stop_reason") else "propose",
-                            {END: END, "propose": "propose"})
+    g.add_conditional_edges("select", lambda s: "finalize" if s.get("stop_reason") else "propose",
+                            {"finalize": "finalize", "propose": "propose"})
+    g.add_edge("finalize", END)
     g.add_edge("propose", "guard")
     g.add_edge("guard", "measure")
     g.add_edge("measure", "critique")

@@ -71,7 +71,7 @@ class Reporter:
         if kind == "measuring":
             n = data["node"]
             what = "baseline (A/A)" if n.parent_id is None else (n.move_id or "candidate")
-            extra = "" if data["purpose"] == "primary" else f" [{data['purpose']}]"
+            extra = "" if data["purpose"] == "primary" else f" \\[{data['purpose']}]"  # literal brackets
             self.console.print(f"{t} measuring node {n.id}: {what}{extra}", markup=True)
         elif kind == "verdict":
             n, j = data["node"], data["judgement"]
@@ -83,6 +83,12 @@ class Reporter:
         elif kind == "requeued":
             self.console.print(f"{t} re-queued node(s) {data['nodes']} left running by a dead process",
                                markup=True)
+        elif kind == "final_verification":
+            for v in data["nodes"]:
+                runs = ", ".join(f"{x:.3f}" for x in v["speedups"])
+                got = f"median {v['speedup']:.3f}x" if v["speedup"] is not None else f"[red]failed[/] {v['failed']}"
+                self.console.print(f"{t} [bold]verified[/] node {v['node_id']}: {got} of {runs or 'no'} "
+                                   "measurement(s)", markup=True)
         elif kind in ("sandbox_warning", "sandbox_info"):  # isolation gaps, clock locks (arbor.sandbox_setup)
             from rich.markup import escape
 
@@ -101,8 +107,14 @@ def print_summary(console: Console, s) -> None:
         console.print(f"baseline      {_ms(s.baseline_s)}")
         console.print(f"best          {_ms(s.best_s)}  (node {s.best_node})")
     if s.speedup is not None and not getattr(s, "serving", None):
-        ci = f"  95% CI [{s.ci[0]:.3f}, {s.ci[1]:.3f}]" if s.ci and s.ci[0] is not None else ""
-        console.print(f"speedup       {s.speedup:.3f}x{ci}  (Critic-verified)")
+        fv = getattr(s, "verified", None)
+        if fv:
+            runs = ", ".join(f"{x:.3f}" for x in fv["speedups"])
+            console.print(f"speedup       {s.speedup:.3f}x  (median of {len(fv['speedups'])} measurements: {runs}; "
+                          "Critic-accepted)")
+        else:
+            ci = f"  95% CI [{s.ci[0]:.3f}, {s.ci[1]:.3f}]" if s.ci and s.ci[0] is not None else ""
+            console.print(f"speedup       {s.speedup:.3f}x{ci}  (Critic-verified)")
     counts = ", ".join(f"{k} {v}" for k, v in sorted(s.counts.items()))
     console.print(f"nodes         {sum(s.counts.values())}: {counts}")
     console.print(f"measurements  {s.measurements}   wall time {s.elapsed_s:.0f} s")

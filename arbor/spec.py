@@ -151,6 +151,9 @@ class Critic(_Strict):
     mw_alpha: float = Field(default=0.05, gt=0, le=0.5, description="Mann-Whitney U must give p below this")
     max_remeasures: int = Field(default=1, ge=0, le=5)
     confirm_new_best: bool = Field(default=True, description="re-measure a new best before building on it")
+    final_measurements: int = Field(default=3, ge=0, le=20,
+                                    description="before reporting, measure the best (and contenders) until each "
+                                                "has this many; report the median (0 or 1: off)")
     close_fraction: float = Field(default=0.99, gt=0.5, le=1.0,
                                   description="share of output elements that must be within tolerance")
     outlier_factor: float = Field(default=10.0, ge=1.0,

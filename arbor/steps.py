@@ -8,7 +8,6 @@ a resumed campaign re-enters at ``select``, which first drains nodes left half-w
 
 from __future__ import annotations
 
-import math
 import threading
 from typing import TypedDict
 
@@ -218,3 +217,12 @@ def update(ctx: Context, state: LoopState) -> LoopState:
                                node_id=best.id, agent="loop")
         ctx.report("new_best", {"node": best})
     return {"step": state.get("step", 0) + 1, "node_ids": [], "parent_id": None}
+
+
+# --- finalize --------------------------------------------------------------------------
+def finalize(ctx: Context, state: LoopState) -> LoopState:
+    from .verify import verify_final
+
+    verify_final(ctx)
+    ctx.flush_elapsed()
+    return {}

@@ -107,6 +107,13 @@ def main(argv: list[str] | None = None) -> int:
         print("no landscapes found in benchmarks/landscapes/ — record some with `arbor record`", file=sys.stderr)
         return 2
     methods = [f"arbor-{p}" for p in args.policies.split(",") if p] + [b for b in args.baselines.split(",") if b]
+    if "tpe" in methods:
+        try:
+            import optuna  # noqa: F401
+        except ImportError:
+            print("the TPE baseline needs Optuna: pip install -e '.[bench]' (or --baselines random,grid)",
+                  file=sys.stderr)
+            return 2
     seeds = list(range(args.seeds))
     jobs = [(str(p), m, seeds, args.threshold, args.moves) for p in paths for m in methods]
     jobs.sort(key=lambda j: not j[1].startswith("arbor-"))  # the slow ones first
