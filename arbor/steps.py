@@ -102,7 +102,7 @@ def guard(ctx: Context, state: LoopState) -> LoopState:
 def _next_purpose(ctx: Context, nid: int) -> str:
     verdicts = ctx.store.verdicts(nid)
     if verdicts and verdicts[-1].decision == "remeasure":
-        return "confirm" if verdicts[-1].diagnosis == "confirm" else "remeasure"
+        return verdicts[-1].diagnosis if verdicts[-1].diagnosis in ("confirm", "tiebreak") else "remeasure"
     return "primary"
 
 
@@ -143,12 +143,16 @@ def _evidence(ctx: Context, node: NodeRecord) -> tuple[Evidence, object]:
     last = ms[-1]
     verdicts = ctx.store.verdicts(node.id)
     parent = ctx.store.get_node(node.parent_id) if node.parent_id else None
-    confirming = last.purpose == "confirm"
-    prev = None
-    if confirming:  # the speedup the Critic computed for the attempt it asked to confirm
-        passed = [v for v in verdicts if v.diagnosis == "confirm" and v.measurement_id is not None]
-        stats = next((g["stats"] for g in (passed[-1].gates if passed else []) if "stats" in g), {})
-        prev = stats.get("speedup")
+    prev, earlier = None, []
+    if last.purpose in ("confirm", "tiebreak"):  # what the Critic computed for the attempts it asked about
+
+        def asked(diagnosis: str) -> float | None:
+            vs = [v for v in verdicts if v.diagnosis == diagnosis and v.measurement_id is not None]
+            return next((g["stats"] for g in (vs[-1].gates if vs else []) if "stats" in g), {}).get("speedup")
+
+        prev = asked("confirm")
+        if last.purpose == "tiebreak":
+            earlier = [x for x in (prev, asked("tiebreak")) if x is not None]
     root_id = ctx.campaign.root_node_id
     base_fp = None
     if root_id is not None and root_id != node.id:
@@ -162,7 +166,7 @@ def _evidence(ctx: Context, node: NodeRecord) -> tuple[Evidence, object]:
         noise_floor=ctx.noise_floor,
         remeasures_done=sum(1 for v in verdicts if v.decision == "remeasure"
                             and v.diagnosis in ("unstable", "env_drift")),
-        previous_speedup=prev,
+        previous_speedup=prev, earlier_speedups=earlier,
         fingerprint=last.fingerprint or {}, baseline_fingerprint=base_fp, facts=last.stats or {},
     )
     return ev, last

@@ -8,6 +8,7 @@ raw samples and correctness records, which it re-derives statistics from itself.
 from __future__ import annotations
 
 import math
+import statistics
 from dataclasses import dataclass, field
 
 from .gates import GATES, CriticConfig, Evidence, GateLog
@@ -79,8 +80,14 @@ class HeuristicCritic:
                       f"[{st.ci_low:.3f}, {st.ci_high:.3f}] sets the noise floor at {noise:.1%}")
             return Judgement("accept", "baseline", reason, "accepted", log.entries, st.to_dict(),
                              speedup=1.0, value=0.0, noise_floor=noise)
-        speedup = st.speedup if ev.previous_speedup is None else min(st.speedup, ev.previous_speedup)
-        confirmed = "" if ev.previous_speedup is None else f"; confirmed ({ev.previous_speedup:.3f}x before), kept the lower"
+        if ev.purpose == "tiebreak" and ev.earlier_speedups:
+            runs = [*ev.earlier_speedups, st.speedup]
+            speedup = statistics.median(runs)
+            confirmed = f"; tie-break of {', '.join(f'{x:.3f}x' for x in runs)}: the median is kept"
+        else:
+            speedup = st.speedup if ev.previous_speedup is None else min(st.speedup, ev.previous_speedup)
+            confirmed = ("" if ev.previous_speedup is None
+                         else f"; confirmed ({ev.previous_speedup:.3f}x before), kept the lower")
         reason = (f"{st.speedup:.3f}x faster than the reference [{st.ci_low:.3f}, {st.ci_high:.3f}] "
                   f"at {self.config.confidence:.0%}, Mann-Whitney p={st.mw_p:.2g}{confirmed}")
         return Judgement("accept", "improved", reason, "accepted", log.entries, st.to_dict(),

@@ -33,7 +33,7 @@ class Evidence:
 
     is_root: bool
     attempt: int
-    purpose: str  # primary | remeasure | confirm
+    purpose: str  # primary | remeasure | confirm | tiebreak
     status: str
     error_class: str | None
     error_text: str | None
@@ -44,6 +44,7 @@ class Evidence:
     remeasures_done: int = 0  # re-measurements already ordered for `unstable` or `env_drift`
     confirmed: bool = False  # an earlier attempt of this node already passed every gate
     previous_speedup: float | None = None  # speedup of the attempt being confirmed
+    earlier_speedups: list = field(default_factory=list)  # tie-break: the first measurement's, the confirmation's
     fingerprint: dict = field(default_factory=dict)  # this measurement's environment
     baseline_fingerprint: dict | None = None  # the campaign baseline's (root node) environment
     facts: dict = field(default_factory=dict)  # harness facts: cost, peak, inner, timers, audit
@@ -54,7 +55,7 @@ class GateOutcome:
     decision: str  # accept | reject | remeasure | fail
     diagnosis: str
     reason: str
-    purpose: str | None = None  # for remeasure: remeasure | confirm
+    purpose: str | None = None  # for remeasure: remeasure | confirm | tiebreak
 
 
 @dataclass

@@ -101,9 +101,20 @@ def gate_significant(ev: Evidence, st: SampleStats | None, cfg: CriticConfig) ->
 
 
 def gate_confirm_best(ev: Evidence, st: SampleStats | None, cfg: CriticConfig) -> GateOutcome | None:
+    """A new best is measured again before others build on it. When the confirmation contradicts
+    the first measurement (one says it beats the best, the other that it does not), a third breaks
+    the tie and the median of the three is kept: two runs cannot tell a fluke from a slow run."""
     if ev.is_root or st is None or not cfg.confirm_new_best or ev.confirmed:
         return None
-    if st.speedup > ev.best_speedup and ev.purpose != "confirm":
+    if ev.purpose == "confirm":
+        first = ev.previous_speedup
+        if first is not None and first > ev.best_speedup >= st.speedup:
+            return GateOutcome("remeasure", "tiebreak",
+                               f"the confirmation ({st.speedup:.3f}x) contradicts the first measurement "
+                               f"({first:.3f}x) about beating the best ({ev.best_speedup:.3f}x): a third "
+                               "measurement breaks the tie", purpose="tiebreak")
+        return None
+    if st.speedup > ev.best_speedup and ev.purpose != "tiebreak":
         return GateOutcome("remeasure", "confirm",
                            f"new best {st.speedup:.3f}x (was {ev.best_speedup:.3f}x): confirming with an "
                            "independent measurement", purpose="confirm")

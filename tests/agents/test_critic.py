@@ -96,6 +96,20 @@ def test_new_best_needs_confirmation_and_keeps_lower():
     assert c2.judge(ev(best_speedup=3.0), b, c).decision == "accept"
 
 
+def test_a_confirmation_that_contradicts_the_first_run_gets_a_tie_break_and_the_median():
+    c2 = HeuristicCritic(CriticConfig(max_cv=0.1))
+    b, c = samples(10, 0.02), samples(5, 0.02, seed=1)  # this run says 2.0x
+    # first run said 2.6x (above the best 2.3x), the confirmation says 2.0x: a third run decides
+    j = c2.judge(ev(best_speedup=2.3, purpose="confirm", previous_speedup=2.6), b, c)
+    assert (j.decision, j.diagnosis, j.remeasure_purpose) == ("remeasure", "tiebreak", "tiebreak")
+    j = c2.judge(ev(best_speedup=2.3, purpose="tiebreak", previous_speedup=2.6, earlier_speedups=[2.6, 1.9]), b, c)
+    assert j.decision == "accept" and j.speedup == pytest.approx(2.0, rel=0.02)  # median of 2.6, 1.9, ~2.0
+    assert "tie-break" in j.reason
+    # a confirmation that agrees with the first run needs no third
+    j = c2.judge(ev(best_speedup=1.5, purpose="confirm", previous_speedup=2.2), b, c)
+    assert j.decision == "accept" and j.speedup == pytest.approx(2.0, rel=0.02)  # the lower, as before
+
+
 def test_root_is_baseline_with_noise_floor():
     j = critic.judge(ev(is_root=True), samples(10, 0.02), samples(10, 0.02, seed=1))
     assert (j.decision, j.diagnosis, j.value) == ("accept", "baseline", 0.0)
