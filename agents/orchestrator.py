@@ -23,6 +23,11 @@ from arbor.search_tree.policies import Policy
 from arbor.search_tree.records import NodeRecord
 
 MAX_ROUNDS = 10_000
+# Exact priors computed per selection before settling for the best exact candidate found so far.
+# After a family win raises every bound in a tree of 1e5 nodes, an exhaustive pass needed over a
+# thousand exact priors (1-3 s per step, cold caches); capped, a step stays bounded and the
+# remaining candidates are made exact in later steps as their bounds come up.
+MAX_EXACT = 16
 
 
 @dataclass
@@ -71,10 +76,16 @@ class HeuristicOrchestrator:
         prior = np.array(prior, dtype=float)
         total = int(np.max(pv))
         scores = np.array(self.policy.scores(q, value, visits, pv, prior, total, rng), dtype=float)
-        for _ in range(MAX_ROUNDS):
+        fallback: tuple[float, int, list] | None = None  # (exact score, entry, options) of the best seen
+        for rounds in range(MAX_ROUNDS):
             top_score = scores.max()
             if top_score == -np.inf:
                 return None
+            if rounds >= MAX_EXACT and fallback is not None:
+                i, options = fallback[1], fallback[2]
+                node = index.node(int(rows[i]))
+                return Selection(node, options, f"{self.policy.name}: node {node.id} (Q={q[i]:.3f}, "
+                                 f"N={int(visits[i])}, P={prior[i]:.2f}, best of {MAX_EXACT} exact priors)")
             top = np.flatnonzero(scores >= top_score - 1e-12)
             i = int(top[0]) if len(top) == 1 else int(top[rng.randrange(len(top))])
             row = int(rows[i])
@@ -92,4 +103,6 @@ class HeuristicOrchestrator:
             one = slice(i, i + 1)
             scores[i] = (self.policy.scores(q[one], value[one], visits[one], pv[one], prior[one], total, rng)[0]
                          if options else -np.inf)
+            if options and (fallback is None or scores[i] > fallback[0]):
+                fallback = (float(scores[i]), i, options)
         return None

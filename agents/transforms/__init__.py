@@ -65,6 +65,8 @@ def to_modelnew(reference_source: str) -> str:
 def apply_move(source: str, transform: str, params: dict) -> str | None:
     """Apply one move; None when the transform does not apply or leaves the AST unchanged."""
     result = get_transform(transform)(source, dict(params or {}))
-    if result is None or result == source or same_tree(result, source):
+    if result is None or result == source:
         return None
-    return result
+    if result.lstrip().startswith("{") and source.lstrip().startswith("{"):
+        return result  # canonical JSON configs: different text is a different config (no AST to compare)
+    return None if same_tree(result, source) else result
