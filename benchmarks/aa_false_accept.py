@@ -44,10 +44,11 @@ def _request(source: str, args) -> KernelRequest:  # type: ignore[no-untyped-def
 
 
 def _evidence(m: KernelMeasurement, is_root: bool, noise: float, attempt: int, purpose: str,
-              remeasures: int, base_fp: dict | None, previous: float | None) -> Evidence:
+              remeasures: int, base_fp: dict | None, previous: float | None, earlier: list | None = None) -> Evidence:
     return Evidence(is_root=is_root, attempt=attempt, purpose=purpose, status=m.status,
                     error_class=m.error_class, error_text=m.error_text, correctness=m.correctness,
                     noise_floor=noise, remeasures_done=remeasures, previous_speedup=previous,
+                    earlier_speedups=list(earlier or []),
                     fingerprint=m.fingerprint, baseline_fingerprint=base_fp, facts=m.stats)
 
 
@@ -65,17 +66,19 @@ class _Trial:
 
     def __init__(self, index: int) -> None:
         self.index, self.ms, self.verdict, self.first = index, [], None, None
-        self.purpose, self.remeasures, self.previous = "primary", 0, None
+        self.purpose, self.remeasures, self.previous, self.earlier = "primary", 0, None, []
 
     def step(self, critic, m, is_root, noise, base_fp) -> None:  # type: ignore[no-untyped-def]
         self.ms.append(m)
         j = critic.judge(_evidence(m, is_root, noise, len(self.ms), self.purpose, self.remeasures,
-                                   base_fp, self.previous), m.baseline_samples, m.candidate_samples)
+                                   base_fp, self.previous, self.earlier), m.baseline_samples, m.candidate_samples)
         self.first = self.first if self.first is not None else j.stats
         if j.decision != "remeasure" or len(self.ms) >= 8:
             self.verdict = j
         elif j.remeasure_purpose == "confirm":
             self.purpose, self.previous = "confirm", j.speedup
+        elif j.remeasure_purpose == "tiebreak":  # the confirmation disagreed: a third run decides
+            self.purpose, self.earlier = "tiebreak", [self.previous, j.speedup]
         else:
             self.purpose, self.remeasures = "remeasure", self.remeasures + 1
 

@@ -151,19 +151,22 @@ def _resample(run: dict, rng: random.Random) -> tuple[list, list]:
 def judge_chain(critic, draw, noise_floor: float, fp: dict, seeds) -> tuple[str, str, int]:
     """Judge one A/A 'candidate' the way the loop does: primary, then re-measurements or a
     confirmation while the Critic asks for them. Returns (decision, diagnosis, measurements)."""
-    purpose, remeasures, prev, used = "primary", 0, None, 0
+    purpose, remeasures, prev, earlier, used = "primary", 0, None, [], 0
     while True:
         b, c, facts = draw()
         used += 1
         ev = _evidence(is_root=False, attempt=used, purpose=purpose, status="ok", error_class=None, error_text=None,
                        correctness=[{"seed": s, "ok": True} for s in seeds], parent_speedup=1.0, best_speedup=1.0,
                        noise_floor=noise_floor, remeasures_done=remeasures, previous_speedup=prev,
+                       earlier_speedups=earlier,
                        fingerprint=fp, baseline_fingerprint=fp, facts=facts)
         j = critic.judge(ev, b, c)
         if j.final_state is not None or used >= 6:
             return j.decision, j.diagnosis, used
         if j.diagnosis == "confirm":
             purpose, prev = "confirm", (j.stats or {}).get("speedup")
+        elif j.diagnosis == "tiebreak":  # the confirmation disagreed with the first run: a third decides
+            purpose, earlier = "tiebreak", [prev, (j.stats or {}).get("speedup")]
         else:
             purpose, remeasures = "remeasure", remeasures + 1
 
