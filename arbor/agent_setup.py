@@ -31,7 +31,8 @@ def critic_config(spec: CampaignSpec) -> CriticConfig:
                         mw_alpha=c.mw_alpha, confirm_new_best=c.confirm_new_best,
                         plausibility_slack=c.plausibility_slack, plausibility_flops=c.plausibility_flops,
                         min_timed_coverage=c.min_timed_coverage,
-                        clock_tolerance_mhz=c.clock_tolerance_mhz, check_env=c.check_env)
+                        clock_tolerance_mhz=c.clock_tolerance_mhz, check_env=c.check_env,
+                        reference_drift=c.reference_drift)
 
 
 def _heuristic_specialist(spec: CampaignSpec, target: TargetAdapter, skills: list[SkillSpec], store):

@@ -169,6 +169,8 @@ class Critic(_Strict):
                                       description="CPU: share of the timing phase inside the timer")
     clock_tolerance_mhz: float = Field(default=50.0, ge=0, description="locked GPU clocks vs the baseline's")
     check_env: bool = Field(default=True, description="env_drift gate on/off")
+    reference_drift: float = Field(default=0.5, ge=0, description="env_drift when the reference runs this much "
+                                   "slower than in the baseline's measurement (0: off)")
     quiet_window_s: float = Field(default=0.15, ge=0.05, le=5,
                                   description="idle window after timing in which candidate threads must not work")
 

@@ -8,6 +8,8 @@ a resumed campaign re-enters at ``select``, which first drains nodes left half-w
 
 from __future__ import annotations
 
+import statistics
+
 import threading
 from typing import TypedDict
 
@@ -154,10 +156,11 @@ def _evidence(ctx: Context, node: NodeRecord) -> tuple[Evidence, object]:
         if last.purpose == "tiebreak":
             earlier = [x for x in (prev, asked("tiebreak")) if x is not None]
     root_id = ctx.campaign.root_node_id
-    base_fp = None
+    base_fp = base_ref = None
     if root_id is not None and root_id != node.id:
         root_ms = [m for m in ctx.store.measurements(root_id) if m.status == "ok"]
         base_fp = root_ms[-1].fingerprint if root_ms else None
+        base_ref = statistics.median(root_ms[-1].baseline_samples) if root_ms and root_ms[-1].baseline_samples else None
     ev = Evidence(
         is_root=node.parent_id is None, attempt=last.attempt, purpose=last.purpose, status=last.status,
         error_class=last.error_class, error_text=last.error_text, correctness=last.correctness or [],
@@ -166,7 +169,7 @@ def _evidence(ctx: Context, node: NodeRecord) -> tuple[Evidence, object]:
         noise_floor=ctx.noise_floor,
         remeasures_done=sum(1 for v in verdicts if v.decision == "remeasure"
                             and v.diagnosis in ("unstable", "env_drift")),
-        previous_speedup=prev, earlier_speedups=earlier,
+        previous_speedup=prev, earlier_speedups=earlier, baseline_reference_s=base_ref,
         fingerprint=last.fingerprint or {}, baseline_fingerprint=base_fp, facts=last.stats or {},
     )
     return ev, last

@@ -20,6 +20,7 @@ from __future__ import annotations
 import statistics
 from dataclasses import asdict, dataclass, field
 
+from arbor.agents.critic.env_gate import reference_drift
 from arbor.search_tree.records import MeasurementRecord, NodeRecord
 
 from .context import Context
@@ -39,34 +40,52 @@ class Verified:
         return None if self.failed or not self.speedups else statistics.median(self.speedups)
 
 
-def measurement_speedup(m: MeasurementRecord) -> float | None:
-    """median(reference) / median(candidate) of one correct measurement (paired rounds)."""
+def measurement_speedup(m: MeasurementRecord, reference_s: float | None = None,
+                        tolerance: float = 0.0) -> float | None:
+    """median(reference) / median(candidate) of one correct measurement (paired rounds); None when
+    the reference ran slower than ``reference_s`` (the baseline's) allows: an inflated ratio."""
     if m.status != "ok" or not m.baseline_samples or not m.candidate_samples:
         return None
-    c = statistics.median(m.candidate_samples)
-    return statistics.median(m.baseline_samples) / c if c > 0 else None
+    b, c = statistics.median(m.baseline_samples), statistics.median(m.candidate_samples)
+    if reference_drift(b, reference_s, tolerance):
+        return None
+    return b / c if c > 0 else None
 
 
-def _verify(ctx: Context, node: NodeRecord, wanted: int) -> Verified:
+def _verify(ctx: Context, node: NodeRecord, wanted: int, ref: tuple[float | None, float]) -> Verified:
+    """Measure ``node`` until it has ``wanted`` trustworthy speedups. A measurement that is not
+    correct ends it (failed); one whose reference drifted is not counted, and after ``wanted``
+    fresh tries without enough trustworthy ones the node fails verification."""
     out = Verified(node.id)
     ms = ctx.store.measurements(node.id)
-    out.speedups = [s for s in map(measurement_speedup, ms) if s is not None]
-    while len(out.speedups) < wanted:
+    out.speedups = [s for s in (measurement_speedup(m, *ref) for m in ms) if s is not None]
+    tries = 0
+    while len(out.speedups) < wanted and tries < wanted:
+        tries += 1
         ctx.report("measuring", {"node": node, "attempt": len(ms) + 1, "purpose": "final"})
         result = ctx.target.measure(ctx.runner, ctx.source(node.artifact_sha))
         m = ctx.store.record_measurement(node.id, len(ms) + 1, "final", result, ctx.runner.name)
         ms.append(m)
-        s = measurement_speedup(m)
-        if s is None:
+        if measurement_speedup(m) is None:
             out.failed = f"{m.error_class or 'no samples'}: {(m.error_text or '').strip()[-300:]}"
-            break
-        out.speedups.append(s)
+            return out
+        s = measurement_speedup(m, *ref)
+        if s is not None:
+            out.speedups.append(s)
+    if len(out.speedups) < wanted:
+        out.failed = "env_drift: the reference kept running slower than at the baseline"
     return out
 
 
-def _best_single(ctx: Context, node: NodeRecord) -> float:
-    speeds = [s for s in map(measurement_speedup, ctx.store.measurements(node.id)) if s is not None]
+def _best_single(ctx: Context, node: NodeRecord, ref: tuple[float | None, float]) -> float:
+    speeds = [s for s in (measurement_speedup(m, *ref) for m in ctx.store.measurements(node.id)) if s is not None]
     return max(speeds, default=node.speedup or 0.0)
+
+
+def _baseline_reference(ctx: Context) -> float | None:
+    root = ctx.campaign.root_node_id
+    ms = [m for m in ctx.store.measurements(root) if m.status == "ok" and m.baseline_samples] if root else []
+    return statistics.median(ms[-1].baseline_samples) if ms else None
 
 
 def verify_final(ctx: Context) -> dict | None:
@@ -80,16 +99,17 @@ def verify_final(ctx: Context) -> dict | None:
                        if n.parent_id is not None and n.value is not None), key=lambda n: -(n.value or 0.0))
     if not accepted:
         return None
+    ref = (_baseline_reference(ctx), ctx.spec.critic.reference_drift)
     done: dict[int, Verified] = {}
     queue = [accepted[0]]
     while queue and len(done) < MAX_VERIFIED:
         node = queue.pop(0)
-        done[node.id] = v = _verify(ctx, node, wanted)
+        done[node.id] = v = _verify(ctx, node, wanted, ref)
         best = max((x.speedup for x in done.values() if x.speedup is not None), default=0.0)
         if v.failed and not queue:  # the best failed: the next node in line has to show it holds
             queue = [n for n in accepted if n.id not in done][:1]
         if not queue:  # anyone who ever measured above the verified best may truly beat it
-            queue = [n for n in accepted[:SHORTLIST] if n.id not in done and _best_single(ctx, n) > best][:1]
+            queue = [n for n in accepted[:SHORTLIST] if n.id not in done and _best_single(ctx, n, ref) > best][:1]
     good = [v for v in done.values() if v.speedup is not None]
     winner = max(good, key=lambda v: v.speedup) if good else None
     outcome = {"wanted": wanted, "best": winner.node_id if winner else None,

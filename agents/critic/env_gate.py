@@ -72,3 +72,24 @@ def gate_env(ev: Evidence, st, cfg: CriticConfig) -> GateOutcome | None:  # type
     if drift:
         return remeasure_or_reject(ev, cfg, "env_drift", drift)
     return None
+
+
+def reference_drift(reference_s: float, baseline_reference_s: float | None, tolerance: float) -> str | None:
+    """Why a measurement's own reference timing cannot be trusted, or None. The speedup is paired
+    (reference and candidate interleaved in one process), so a reference slowed by something in
+    that process (the candidate's side effects: leftover threads, allocator or library state) or on
+    the machine inflates it. Seen on the quickstart: after ``torch.compile`` candidates the reference
+    ran at 27 ms instead of the baseline's 14 ms, and the speedup read 5.2x instead of 2.7x."""
+    if not baseline_reference_s or tolerance <= 0 or reference_s <= baseline_reference_s * (1 + tolerance):
+        return None
+    return (f"the reference ran at {reference_s * 1e3:.3f} ms here but {baseline_reference_s * 1e3:.3f} ms in the "
+            f"baseline's measurement ({reference_s / baseline_reference_s - 1:+.0%}, tolerance "
+            f"{tolerance:.0%}): something slowed it, and the speedup would be inflated")
+
+
+def gate_reference(ev: Evidence, st, cfg: CriticConfig) -> GateOutcome | None:  # type: ignore[no-untyped-def]
+    if ev.is_root or st is None or not cfg.check_env:
+        return None
+    why = reference_drift(st.baseline_median_s, ev.baseline_reference_s, cfg.reference_drift)
+    return remeasure_or_reject(ev, cfg, "env_drift", why) if why else None
+

@@ -24,6 +24,7 @@ class CriticConfig:
     min_timed_coverage: float = 0.5  # CPU: share of the timing phase inside the timer
     clock_tolerance_mhz: float = 50.0  # GPU clocks vs the baseline's (0: do not compare)
     check_env: bool = True
+    reference_drift: float = 0.5  # the reference may run at most this much slower than at the baseline (0: off)
     seed: int = 0
 
 
@@ -45,6 +46,7 @@ class Evidence:
     confirmed: bool = False  # an earlier attempt of this node already passed every gate
     previous_speedup: float | None = None  # speedup of the attempt being confirmed
     earlier_speedups: list = field(default_factory=list)  # tie-break: the first measurement's, the confirmation's
+    baseline_reference_s: float | None = None  # the reference's median in the campaign baseline's measurement
     fingerprint: dict = field(default_factory=dict)  # this measurement's environment
     baseline_fingerprint: dict | None = None  # the campaign baseline's (root node) environment
     facts: dict = field(default_factory=dict)  # harness facts: cost, peak, inner, timers, audit

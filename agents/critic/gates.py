@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 
-from .env_gate import gate_env
+from .env_gate import gate_env, gate_reference
 from .evidence import CriticConfig, Evidence, GateLog, GateOutcome, remeasure_or_reject
 from .plausibility import gate_plausible
 from .stats import SampleStats
@@ -127,6 +127,7 @@ GATES = (
     ("plausible", gate_plausible),
     ("stable", gate_stable),
     ("env", gate_env),
+    ("reference", gate_reference),
     ("significant", gate_significant),
     ("confirm_best", gate_confirm_best),
 )

@@ -48,7 +48,7 @@ def test_accept_real_speedup():
     assert (j.decision, j.diagnosis, j.final_state) == ("accept", "improved", "accepted")
     assert j.value == pytest.approx(np.log(j.speedup))
     assert [g["gate"] for g in j.gates] == ["guard", "ran", "correct", "plausible", "stable", "env",
-                                          "significant", "confirm_best"]
+                                          "reference", "significant", "confirm_best"]
 
 
 def test_no_gain_when_ci_includes_one():
@@ -296,3 +296,15 @@ def test_guard_passes_ordinary_kernel_code():
         "        for m in self.modules():\n            pass\n        return F.gelu(x) * self.w.sum()\n"
         "    @torch.inference_mode()\n    def forward(self, x):\n        return self._compiled_forward(x)\n")
     assert check_source(honest) == []
+
+
+def test_a_reference_slower_than_at_the_baseline_is_env_drift_not_a_speedup():
+    """The reference at 10 here, 5 in the baseline's measurement: the 2x speedup is inflated."""
+    b, c = samples(10, 0.02), samples(5, 0.02, seed=1)
+    j = critic.judge(ev(baseline_reference_s=5.0), b, c)
+    assert (j.decision, j.diagnosis) == ("remeasure", "env_drift") and "slowed" in j.reason
+    j = critic.judge(ev(baseline_reference_s=5.0, remeasures_done=1), b, c)
+    assert (j.decision, j.diagnosis, j.final_state) == ("reject", "env_drift", "rejected")
+    # within the tolerance (+50% by default) the paired speedup stands
+    assert critic.judge(ev(baseline_reference_s=8.0), b, c).decision == "accept"
+

@@ -21,15 +21,25 @@ def _run(b: float, c: float, n: int = 12) -> dict:
     return {"b": [b * (1 + 0.01 * ((i % 3) - 1)) for i in range(n)], "c": [c * (1 + 0.01 * ((i % 3) - 1)) for i in range(n)]}
 
 
+def _sp(speedup: float) -> dict:
+    """A run at ``speedup``: the reference steady at 1.0 (a slower reference would be env_drift)."""
+    return _run(1.0, 1.0 / speedup)
+
+
+def _ratio(replayed) -> float:
+    b, c, _ = replayed
+    return statistics.median(b) / statistics.median(c)
+
+
 @pytest.fixture()
 def landscape(tmp_path: Path) -> Path:
     """Default (A, x) 1.0x; (B, x) a steady 2.0x; (B, y) 2.4x in two runs of three but 1.97x in
     the other (just below its parent, within the noise margin)."""
     points = [
-        {"knobs": {"K": "A", "M": "x"}, "runs": [_run(1.0, 1.0)] * 3},
-        {"knobs": {"K": "B", "M": "x"}, "runs": [_run(2.0, 1.0), _run(2.02, 1.0), _run(1.98, 1.0)]},
-        {"knobs": {"K": "B", "M": "y"}, "runs": [_run(1.97, 1.0), _run(2.4, 1.0), _run(2.45, 1.0)]},
-        {"knobs": {"K": "A", "M": "y"}, "runs": [_run(0.5, 1.0)] * 3},
+        {"knobs": {"K": "A", "M": "x"}, "runs": [_sp(1.0)] * 3},
+        {"knobs": {"K": "B", "M": "x"}, "runs": [_sp(2.0), _sp(2.02), _sp(1.98)]},
+        {"knobs": {"K": "B", "M": "y"}, "runs": [_sp(1.97), _sp(2.4), _sp(2.45)]},
+        {"knobs": {"K": "A", "M": "y"}, "runs": [_sp(0.5)] * 3},
     ]
     ls = Landscape.model_validate({
         "format": FORMAT, "name": "steps",
@@ -79,10 +89,10 @@ def test_reported_speedup_is_the_median_of_the_verified_measurements(tmp_path, l
 def fluke(tmp_path: Path) -> Path:
     """(B, x) measures 2.5x once but 1.9x and 1.95x in its other runs; (A, y) is a steady 2.2x."""
     points = [
-        {"knobs": {"K": "A", "M": "x"}, "runs": [_run(1.0, 1.0)] * 3},
-        {"knobs": {"K": "B", "M": "x"}, "runs": [_run(2.5, 1.0), _run(1.9, 1.0), _run(1.95, 1.0)]},
-        {"knobs": {"K": "A", "M": "y"}, "runs": [_run(2.2, 1.0)] * 3},
-        {"knobs": {"K": "B", "M": "y"}, "runs": [_run(0.5, 1.0)] * 3},
+        {"knobs": {"K": "A", "M": "x"}, "runs": [_sp(1.0)] * 3},
+        {"knobs": {"K": "B", "M": "x"}, "runs": [_sp(2.5), _sp(1.9), _sp(1.95)]},
+        {"knobs": {"K": "A", "M": "y"}, "runs": [_sp(2.2)] * 3},
+        {"knobs": {"K": "B", "M": "y"}, "runs": [_sp(0.5)] * 3},
     ]
     ls = Landscape.model_validate({
         "format": FORMAT, "name": "fluke",
@@ -100,7 +110,7 @@ def test_when_the_best_was_a_fluke_the_contender_is_verified_and_reported(tmp_pa
     and is what the campaign reports."""
     ls = Landscape.model_validate_json(fluke.read_text())
     point = ls.point({"K": "B", "M": "x"})
-    seed = next(s for s in range(200) if statistics.median(ls.replay(point, s, 0)[0]) > 2.4)
+    seed = next(s for s in range(200) if _ratio(ls.replay(point, s, 0)) > 2.4)
     spec = _spec(tmp_path, fluke, seed, final=3)
     spec.critic = spec.critic.model_copy(update={"confirm_new_best": False})
     summary = run_campaign(spec, lambda *a: None)
