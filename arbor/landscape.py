@@ -21,7 +21,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 
 from arbor.sandbox.problem import ProblemError
 
@@ -62,6 +62,8 @@ class Point(_Strict):
     error_class: str | None = None
     error_text: str | None = None
     runs: list[Run] = Field(default_factory=list)
+    # runs whose reference ran slower than this are not trusted (set by the landscape, see below)
+    _max_reference_s: float | None = PrivateAttr(default=None)
 
     @property
     def speedup(self) -> float | None:
@@ -69,7 +71,8 @@ class Point(_Strict):
         geometric mean) of median(baseline)/median(candidate). A median, not a mean: a run in which
         the reference fell into a slow mode (allocator, page faults) must not make a point the
         optimum on its own."""
-        ratios = [median(r.b) / median(r.c) for r in self.runs if r.b and r.c and median(r.c) > 0]
+        ratios = [median(r.b) / median(r.c) for r in self.runs if r.b and r.c and median(r.c) > 0
+                  and (self._max_reference_s is None or median(r.b) <= self._max_reference_s)]
         if self.status != "ok" or not ratios:
             return None
         return math.exp(median([math.log(x) for x in ratios]))
@@ -102,6 +105,19 @@ class Landscape(_Strict):
     points: list[Point] = Field(default_factory=list)
     recorded: dict = Field(default_factory=dict, description="machine, settings, date, duration")
     campaign: dict = Field(default_factory=dict, description="the recorded campaign's measurement/critic settings")
+
+    @model_validator(mode="after")
+    def _trusted_runs(self):
+        """A run whose reference ran much slower than the landscape's typical reference has an
+        inflated ratio (the Critic's ``reference`` gate rejects such measurements live): it does
+        not count towards a point's true value. Same tolerance as the recorded Critic's."""
+        refs = [median(r.b) for p in self.points for r in p.runs if r.b]
+        drift = float((self.campaign.get("critic") or {}).get("reference_drift", 0.5) or 0.0)
+        if refs and drift > 0:
+            limit = median(refs) * (1 + drift)
+            for p in self.points:
+                p._max_reference_s = limit
+        return self
 
     @model_validator(mode="after")
     def _consistent(self):

@@ -26,7 +26,7 @@ def _tiny(**over) -> dict:
 
 
 def test_speedup_is_the_median_of_per_run_ratios_in_log_space():
-    ls = Landscape.model_validate(_tiny())
+    ls = Landscape.model_validate(_tiny(campaign={"critic": {"reference_drift": 0}}))  # every run trusted
     assert ls.true_speedup({"B": 1, "M": "x"}) == pytest.approx(1.0)
     assert ls.true_speedup({"B": 2, "M": "x"}) == pytest.approx(4.0)  # sqrt(2 * 8)
     assert ls.true_speedup({"B": 2, "M": "y"}) is None  # failed when recorded
@@ -35,8 +35,19 @@ def test_speedup_is_the_median_of_per_run_ratios_in_log_space():
     assert ls.size() == 4
     # one run with a slow reference (9x) among three does not move the point's value
     odd = {"b": [1.5, 1.5], "c": [1.0, 1.0]}, {"b": [9.0, 9.0], "c": [1.0, 1.0]}, {"b": [1.4, 1.4], "c": [1.0, 1.0]}
-    three = Landscape.model_validate(_tiny(points=[{"knobs": {"B": 1, "M": "x"}, "runs": list(odd)}]))
+    three = Landscape.model_validate(_tiny(points=[{"knobs": {"B": 1, "M": "x"}, "runs": list(odd)}],
+                                           campaign={"critic": {"reference_drift": 0}}))
     assert three.true_speedup({"B": 1, "M": "x"}) == pytest.approx(1.5)
+
+
+def test_runs_with_a_slowed_reference_do_not_count():
+    """As the Critic's reference gate: a run whose reference took more than 1.5x the landscape's
+    typical reference time has an inflated ratio and is left out of the point's value."""
+    runs = [{"b": [1.0, 1.0], "c": [0.5, 0.5]}, {"b": [1.1, 1.1], "c": [0.5, 0.5]},
+            {"b": [3.0, 3.0], "c": [0.5, 0.5]}]  # 2.0x, 2.2x and an inflated 6.0x
+    ls = Landscape.model_validate(_tiny(points=[{"knobs": {"B": 1, "M": "x"}, "runs": runs},
+                                                {"knobs": {"B": 2, "M": "x"}, "runs": [{"b": [1.0], "c": [1.0]}]}]))
+    assert ls.true_speedup({"B": 1, "M": "x"}) == pytest.approx((2.0 * 2.2) ** 0.5)
 
 
 def test_lookup_is_exact_on_type_and_value():
