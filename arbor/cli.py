@@ -180,22 +180,29 @@ def show(node: int = typer.Argument(..., help="node id"), target: Optional[str] 
 def best(target: Optional[str] = CampaignArg, campaign: Optional[str] = CampaignOpt,
          output: Path = typer.Option(Path("best_modelnew.py"), "--output", "-o", help="where to write it"),
          json_out: bool = JsonOpt) -> None:
-    """Write the best accepted ModelNew source to a file."""
+    """Write the best accepted ModelNew source (the final verification's, once there is one) to a file."""
     from arbor.steps import best_node
+    from arbor.verify import final_verification
 
     try:
         store, camp = _open(target, campaign)
-        node = best_node(store.nodes(camp.id))
+        verified = final_verification(store, camp.id)
+        if verified and verified.get("best") is not None:
+            node, speedup = store.get_node(verified["best"]), verified["speedup"]
+        else:
+            node = best_node(store.nodes(camp.id))
+            speedup = node.speedup if node is not None else None
         if node is None:
             raise StoreError("no accepted node yet — let the campaign run first")
         output.write_text(store.get_artifact(node.artifact_sha))
     except _user_errors() as exc:
         _fail(exc)
-    info = {"node": node.id, "speedup": node.speedup, "path": str(output.resolve())}
+    info = {"node": node.id, "speedup": speedup, "verified": bool(verified and verified.get("best")),
+            "path": str(output.resolve())}
     if json_out:
         _json(info)
     else:
-        out.print(f"node {node.id} ({(node.speedup or 1.0):.3f}x) written to {output}")
+        out.print(f"node {node.id} ({(speedup or 1.0):.3f}x) written to {output}")
 
 
 @app.command()

@@ -82,7 +82,9 @@ def summarize(ls, rows: list[dict], methods: list[str]) -> list[dict]:
     for r in out:
         for base in ("tpe", "random"):
             b = ref.get(base)
-            r[f"vs_{base}"] = (r["median"] / b) if (r["median"] is not None and b) else None
+            # undefined when the baseline's median is censored (it never got there in most seeds)
+            finite = r["median"] is not None and b and b != float("inf")
+            r[f"vs_{base}"] = (r["median"] / b) if finite else None
     return out
 
 

@@ -13,6 +13,8 @@ from arbor.landscape import FORMAT, Landscape
 from arbor.search_tree.store import open_store
 from arbor.spec import parse_spec
 
+from tests.arbor.helpers import arbor_json
+
 CRITIC = {"max_cv": 0.5, "min_speedup": 1.02, "max_remeasures": 1, "confirm_new_best": True}
 
 
@@ -124,6 +126,9 @@ def test_when_the_best_was_a_fluke_the_contender_is_verified_and_reported(tmp_pa
     assert fluky["speedup"] == pytest.approx(1.95, rel=0.02)
     assert summary.best_node == event["best"] != fluky["node_id"]
     assert summary.speedup == pytest.approx(2.2, rel=0.02)
+    # `arbor best` writes what the campaign reported, not the fluke the search ranked first
+    best = arbor_json("best", spec.store_url(), "-o", str(tmp_path / "best.json"))
+    assert best["node"] == summary.best_node and best["verified"] and best["speedup"] == pytest.approx(2.2, rel=0.02)
 
 
 def test_off_reports_the_critics_value(tmp_path, landscape):
