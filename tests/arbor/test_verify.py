@@ -33,6 +33,18 @@ def _ratio(replayed) -> float:
     return statistics.median(b) / statistics.median(c)
 
 
+def _dump(tmp_path: Path, name: str, points: list[dict]) -> Path:
+    """A two-knob landscape (K: A|B, M: x|y, default (A, x)) with the Critic settings above."""
+    ls = Landscape.model_validate({
+        "format": FORMAT, "name": name,
+        "knobs": [{"name": "K", "values": ["A", "B"], "default": "A"}, {"name": "M", "values": ["x", "y"], "default": "x"}],
+        "points": points, "campaign": {"critic": CRITIC, "measurement": {"seeds": [0]}},
+    })
+    path = tmp_path / f"{name}.json"
+    ls.dump(path)
+    return path
+
+
 @pytest.fixture()
 def landscape(tmp_path: Path) -> Path:
     """Default (A, x) 1.0x; (B, x) a steady 2.0x; (B, y) 2.4x in two runs of three but 1.97x in
@@ -43,14 +55,7 @@ def landscape(tmp_path: Path) -> Path:
         {"knobs": {"K": "B", "M": "y"}, "runs": [_sp(1.97), _sp(2.4), _sp(2.45)]},
         {"knobs": {"K": "A", "M": "y"}, "runs": [_sp(0.5)] * 3},
     ]
-    ls = Landscape.model_validate({
-        "format": FORMAT, "name": "steps",
-        "knobs": [{"name": "K", "values": ["A", "B"], "default": "A"}, {"name": "M", "values": ["x", "y"], "default": "x"}],
-        "points": points, "campaign": {"critic": CRITIC, "measurement": {"seeds": [0]}},
-    })
-    path = tmp_path / "steps.json"
-    ls.dump(path)
-    return path
+    return _dump(tmp_path, "steps", points)
 
 
 def _spec(tmp_path: Path, landscape: Path, seed: int, final: int):
@@ -96,14 +101,7 @@ def fluke(tmp_path: Path) -> Path:
         {"knobs": {"K": "A", "M": "y"}, "runs": [_sp(2.2)] * 3},
         {"knobs": {"K": "B", "M": "y"}, "runs": [_sp(0.5)] * 3},
     ]
-    ls = Landscape.model_validate({
-        "format": FORMAT, "name": "fluke",
-        "knobs": [{"name": "K", "values": ["A", "B"], "default": "A"}, {"name": "M", "values": ["x", "y"], "default": "x"}],
-        "points": points, "campaign": {"critic": CRITIC, "measurement": {"seeds": [0]}},
-    })
-    path = tmp_path / "fluke.json"
-    ls.dump(path)
-    return path
+    return _dump(tmp_path, "fluke", points)
 
 
 def test_when_the_best_was_a_fluke_the_contender_is_verified_and_reported(tmp_path, fluke):
