@@ -94,7 +94,6 @@ def verify_final(ctx: Context) -> dict | None:
     wanted = ctx.spec.critic.final_measurements
     if wanted < 2 or ctx.target.kind == "serving":
         return None
-    ctx.index.refresh(ctx.store)
     accepted = sorted((n for n in ctx.store.nodes(ctx.cid, states=("accepted",))
                        if n.parent_id is not None and n.value is not None), key=lambda n: -(n.value or 0.0))
     if not accepted:
@@ -115,8 +114,7 @@ def verify_final(ctx: Context) -> dict | None:
     outcome = {"wanted": wanted, "best": winner.node_id if winner else None,
                "speedup": winner.speedup if winner else None,
                "nodes": [asdict(v) | {"speedup": v.speedup} for v in done.values()]}
-    last = ctx.store.events(ctx.cid, limit=1_000_000, kinds=["final_verification"])
-    if not last or last[-1].payload != outcome:
+    if final_verification(ctx.store, ctx.cid) != outcome:  # a re-run that changed nothing adds nothing
         ctx.store.append_event(ctx.cid, "final_verification", outcome, node_id=outcome["best"], agent="critic")
     ctx.report("final_verification", outcome)
     return outcome
