@@ -18,7 +18,6 @@ from arbor.search_tree.records import NodeRecord
 from arbor.search_tree.store import artifact_sha
 
 from . import roles
-from .errors import LLMError
 from .prompts import Section
 from .schemas import KernelProposals
 from .specialist_base import DEBUG_PREFIX, Directive, LLMProposal, LLMSpecialistBase, prior_from_gain
@@ -90,12 +89,8 @@ class LLMKernelSpecialist(LLMSpecialistBase):
                                      "change something")
                 seen.add(sha)
 
-        try:
-            reply = self.client.call(messages, KernelProposals, purpose=f"kernel-{d.mode}", node_id=parent.id,
-                                     check=check)
-        except LLMError as err:
-            self.runtime.note(self.name, "llm_no_proposal", {"parent": parent.id, "mode": d.mode,
-                                                             "error": str(err)[:500]}, node_id=parent.id)
+        reply = self.ask(messages, KernelProposals, f"kernel-{d.mode}", parent, d, check)
+        if reply is None:
             return []
         out = []
         for c in reply.value.candidates:

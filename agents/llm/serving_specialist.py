@@ -19,7 +19,6 @@ from arbor.search_tree.records import NodeRecord
 from arbor.search_tree.store import artifact_sha
 
 from . import roles
-from .errors import LLMError
 from .prompts import Section
 from .schemas import ServingProposals
 from .specialist_base import DEBUG_PREFIX, Directive, LLMProposal, LLMSpecialistBase
@@ -135,12 +134,8 @@ class LLMServingSpecialist(LLMSpecialistBase):
                     raise ValueError(f"candidates[{i}] repeats a configuration already in the tree")
                 seen.add(sha)
 
-        try:
-            reply = self.client.call(messages, ServingProposals, purpose=f"serving-{d.mode}", node_id=parent.id,
-                                     check=check)
-        except LLMError as err:
-            self.runtime.note(self.name, "llm_no_proposal", {"parent": parent.id, "mode": d.mode,
-                                                             "error": str(err)[:500]}, node_id=parent.id)
+        reply = self.ask(messages, ServingProposals, f"serving-{d.mode}", parent, d, check)
+        if reply is None:
             return []
         out = []
         for c in reply.value.candidates:

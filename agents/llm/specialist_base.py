@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from arbor.agents.skills import SkillSpec
 from arbor.search_tree.records import NodeRecord
 
+from .errors import LLMError
 from .prompts import Section, fit, skill_sections
 from .runtime import LLMRuntime
 from .tree_summary import tree_sections
@@ -133,6 +134,16 @@ class LLMSpecialistBase:
         if tried:
             out.append(Section("Already tried below this parent (do not repeat)", tried, 5))
         return out
+
+    def ask(self, messages: list[dict], schema, purpose: str, parent: NodeRecord, d: Directive, check):  # type: ignore[no-untyped-def]
+        """One structured call; when it fails for good the failure is noted and None returned
+        (no proposal this step, the campaign goes on)."""
+        try:
+            return self.client.call(messages, schema, purpose=purpose, node_id=parent.id, check=check)
+        except LLMError as err:
+            self.runtime.note(self.name, "llm_no_proposal", {"parent": parent.id, "mode": d.mode,
+                                                             "error": str(err)[:500]}, node_id=parent.id)
+            return None
 
     def siblings(self, parent: NodeRecord, nodes: list[NodeRecord]) -> str:
         lines = []

@@ -53,19 +53,24 @@ class HeuristicKernelSpecialist:
                 self._cache[key] = None
         return self._cache[key]
 
+    def prior(self, move: MoveSpec, parent: NodeRecord, tried: set[str], outcomes: OutcomeIndex) -> float:
+        """The move's prior below ``parent`` from outcomes so far (0: tried, or ruled out)."""
+        if move.id in tried:
+            return 0.0
+        prior = outcomes.adjust(move.id, move.family, move.prior, parent.id)
+        if prior > 0 and alternative_to_win(move, parent, self.by_id):
+            prior *= ALTERNATIVE_TO_WIN
+        return prior
+
     def options(self, parent: NodeRecord, parent_source: str, tried: set[str],
                 is_known: Callable[[str], bool], outcomes: OutcomeIndex) -> list[Option]:
         """Untried moves at ``parent`` with their adjusted priors, best first. A move whose
         result is already in the tree (reached by another path) counts as tried."""
         out = []
         for move in self.moves:
-            if move.id in tried:
-                continue
-            prior = outcomes.adjust(move.id, move.family, move.prior, parent.id)
+            prior = self.prior(move, parent, tried, outcomes)
             if prior <= 0:
                 continue
-            if alternative_to_win(move, parent, self.by_id):
-                prior *= ALTERNATIVE_TO_WIN
             new = self._apply(parent.artifact_sha, parent_source, move)
             if new is None or is_known(artifact_sha(new)):
                 continue

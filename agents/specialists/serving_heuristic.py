@@ -17,7 +17,7 @@ import random
 from dataclasses import dataclass
 from typing import Callable
 
-from arbor.agents.priors import ALTERNATIVE_TO_WIN, OutcomeIndex, alternative_to_win
+from arbor.agents.priors import OutcomeIndex
 from arbor.agents.skills import MoveSpec, SkillError
 from arbor.search_tree.records import NodeRecord
 from arbor.search_tree.store import artifact_sha
@@ -63,13 +63,9 @@ class HeuristicServingSpecialist(HeuristicKernelSpecialist):
         env = self.env(parent, parent_source)
         out: list[Option] = []
         for move in self.moves:
-            if move.id in tried:
-                continue
-            prior = outcomes.adjust(move.id, move.family, move.prior, parent.id)
+            prior = self.prior(move, parent, tried, outcomes)
             if prior <= 0:
                 continue
-            if alternative_to_win(move, parent, self.by_id):
-                prior *= ALTERNATIVE_TO_WIN
             cond = self.conditions.get(move.id)
             why = ""
             if cond is not None:

@@ -18,6 +18,8 @@ from arbor.sandbox import isolation
 from arbor.sandbox.proctree import cgroup_available
 from arbor.sandbox.runner import Job, JobResult, LocalRunner, SandboxError, make_runner
 
+from tests.hostile.helpers import job_processes
+
 PY = sys.executable
 
 
@@ -33,19 +35,6 @@ def _dead(pid: int, wait_s: float = 3.0) -> bool:
             return True
         time.sleep(0.05)
     return False
-
-
-def _our_job_processes() -> list[int]:
-    """Live processes carrying a job token issued by this test process."""
-    needle = f"ARBOR_JOB={os.getpid()}-".encode()
-    found = []
-    for p in Path("/proc").glob("[0-9]*"):
-        try:
-            if needle in (p / "environ").read_bytes() and "\nState:\tZ" not in (p / "status").read_text():
-                found.append(int(p.name))
-        except OSError:
-            pass
-    return found
 
 
 def _arbor_cgroups() -> set[str]:
@@ -94,7 +83,7 @@ def test_fork_bomb_is_contained():
     code = "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n"
     res = LocalRunner(max_processes=32).run(Job([PY, "-c", code], {}, timeout_s=2))
     assert res.timed_out
-    assert _our_job_processes() == []
+    assert job_processes(os.getpid()) == []
     assert not _arbor_cgroups()
 
 
