@@ -1,4 +1,4 @@
-"""Reshaping move priors from outcomes (DESIGN §9, after Hyperloom).
+"""Reshaping move priors from outcomes (docs/architecture.md#scoring, after Hyperloom).
 
 Everything is derived from finished nodes in the store, so priors survive a crash and replay
 exactly on resume: there is no hidden learner state to persist. The index is fed one finished

@@ -3,7 +3,7 @@
 A *hard* skill is domain expertise (how to make a kernel faster); a *soft* skill is a
 coordination protocol (how agents should behave). Both feed LLM prompts through ``body``; only
 hard skills carry ``moves``, which name registered transforms so the offline heuristic backend
-can apply them deterministically (DESIGN.md §1, §7, §9). Everything is validated when loaded so
+can apply them deterministically (docs/architecture.md#skills). Everything is validated when loaded so
 a broken skill fails the campaign at start-up, with a one-line message naming the file, the
 field and the fix, rather than mid-run.
 """

@@ -26,11 +26,12 @@ import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 
-from arbor.agents.critic.critic import HeuristicCritic, Judgement
+from arbor.agents.contracts import Judgement
+from arbor.agents.critic.critic import HeuristicCritic
 from arbor.agents.critic.gates import CriticConfig, Evidence
 from arbor.agents.transforms import to_modelnew
 from arbor.sandbox.kernel_protocol import KernelMeasurement, KernelRequest, measure_kernel, measure_kernels
-from arbor.sandbox.runner import LocalRunner
+from arbor.sandbox.local_runner import LocalRunner
 from benchmarks.common import ROOT, table, write_result
 
 PROBLEM = ROOT / "campaigns" / "problems" / "gelu_gate.py"

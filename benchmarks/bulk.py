@@ -20,7 +20,7 @@ from typing import Callable
 
 from sqlalchemy import func, select
 
-from arbor.search_tree.models import Measurement, Node, utcnow
+from arbor.search_tree.sql.models import Measurement, Node, utcnow
 
 REJECT = ("no_gain", "regression", "regression", "no_gain", "incorrect", "unstable")
 FAIL = ("compile_error", "runtime_error", "timeout")

@@ -28,9 +28,10 @@ from pathlib import Path
 from rich.console import Console
 from sqlalchemy import insert
 
-from arbor.dashboard import CampaignFeed, render_frame, resolve_source
-from arbor.search_tree.models import Artifact, Event, Measurement, Node, Verdict, utcnow
-from arbor.search_tree.store import open_store
+from arbor.campaign.source import resolve_source
+from arbor.dashboard import CampaignFeed, render_frame
+from arbor.search_tree.sql.models import Artifact, Event, Measurement, Node, Verdict, utcnow
+from arbor.search_tree import open_store
 
 from .common import table, write_result
 

@@ -67,7 +67,7 @@ def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
 # --- 1. real repeated measurements ---------------------------------------------------------
 def real_runs(n: int, log) -> tuple[list[dict], object]:
     from arbor.sandbox.runner import make_runner
-    from arbor.sandbox_setup import runner_options
+    from arbor.campaign.sandbox_setup import runner_options
     from arbor.spec import load_spec
     from arbor.targets import make_adapter
 
@@ -96,7 +96,7 @@ def run_stats(runs: list[dict], critic) -> dict:
 
     per = []
     for r in runs:
-        st = summarize(r["b"], r["c"], critic.config.resamples, critic.config.confidence, critic.config.seed)
+        st = summarize(r["b"], r["c"], critic.config.bootstrap_resamples, critic.config.confidence, critic.config.seed)
         per.append({"rounds": len(r["b"]), "baseline_median_s": st.baseline_median_s,
                     "candidate_median_s": st.candidate_median_s, "baseline_robust_cv": robust_cv(r["b"]),
                     "candidate_robust_cv": robust_cv(r["c"]), "aa_speedup": st.speedup,
@@ -113,7 +113,7 @@ def run_stats(runs: list[dict], critic) -> dict:
 def landscape_noise(paths: list[Path]) -> list[dict]:
     """Measurement noise across every recorded point: within-run robust CV and between-run CV of
     each point's speedup (the recordings were taken in shuffled passes, minutes apart)."""
-    from arbor.landscape import median, load_landscape
+    from arbor.targets.landscape import median, load_landscape
 
     out = []
     for p in paths:
@@ -218,9 +218,9 @@ def integrity_aa() -> dict | None:
 # --- 3. spread over identical campaigns -----------------------------------------------------
 def campaign_spread(paths: list[Path], campaigns: int, budget: int, log) -> list[dict]:
     from arbor.agents.transforms.knobs import parse_config
-    from arbor.campaign import run_campaign
-    from arbor.landscape import load_landscape
-    from arbor.search_tree.store import open_store
+    from arbor.campaign.run import run_campaign
+    from arbor.targets.landscape import load_landscape
+    from arbor.search_tree import open_store
 
     from benchmarks.searchers import replay_spec
 
@@ -265,13 +265,12 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     started = time.monotonic()
     paths = landscape_paths(args.landscapes)
-    from arbor.agent_setup import critic_config
     from arbor.agents.critic.critic import HeuristicCritic
     from arbor.spec import load_spec
 
     result: dict = {}
     spec = load_spec(KERNEL_CAMPAIGN)
-    critic = HeuristicCritic(critic_config(spec))
+    critic = HeuristicCritic(spec.critic.gate_config(spec.agents.seed))
     if args.runs:
         print(f"1. {args.runs} real A/A measurements of {spec.target.problem} (reference vs itself) ...")
         runs, spec = real_runs(args.runs, print)

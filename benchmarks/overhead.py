@@ -39,7 +39,7 @@ class StepClock:
         self._saved: dict = {}
 
     def install(self) -> None:
-        from arbor import steps
+        from arbor.campaign import steps
         from arbor.targets.replay import ReplayAdapter
 
         for name in PHASES:
@@ -137,9 +137,9 @@ def _summary(measured: list[dict]) -> dict:
 
 def run_size(path: Path, n: int, steps: int, workdir: Path, log) -> list[dict]:
     from arbor.agents.transforms.knobs import canonical_config
-    from arbor.campaign import run_campaign
-    from arbor.landscape import load_landscape
-    from arbor.search_tree.store import open_store
+    from arbor.campaign.run import run_campaign
+    from arbor.targets.landscape import load_landscape
+    from arbor.search_tree import open_store
 
     from benchmarks.bulk import populate
     from benchmarks.searchers import replay_spec

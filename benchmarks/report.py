@@ -1,8 +1,8 @@
-"""Markdown tables for the README's Performance section, from ``benchmarks/results/*.json``.
+"""Markdown tables for docs/performance.md, from ``benchmarks/results/*.json``.
 
     python -m benchmarks.report            # prints the tables of the latest results
 
-Generating the README numbers from the result files (rather than copying them by hand) keeps the
+Generating the published numbers from the result files (rather than copying them by hand) keeps the
 two in step; rerun the benchmarks, then this, and paste.
 """
 

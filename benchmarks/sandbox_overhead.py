@@ -24,7 +24,8 @@ import sys
 import time
 
 from arbor.sandbox.kernel_protocol import KernelRequest, measure_kernel
-from arbor.sandbox.runner import Job, LocalRunner, Runner
+from arbor.sandbox.local_runner import LocalRunner
+from arbor.sandbox.runner import Job, Runner
 from benchmarks.common import table, write_result
 
 PROBLEM = """

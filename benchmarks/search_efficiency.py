@@ -32,8 +32,8 @@ BASELINES = ("tpe", "random", "grid")
 def _work(job: tuple) -> list[dict]:
     """One (landscape, searcher) over its seeds, in a worker process with its own store."""
     path, method, seeds, threshold, moves = job
-    from arbor.landscape import load_landscape
-    from arbor.search_tree.store import open_store
+    from arbor.targets.landscape import load_landscape
+    from arbor.search_tree import open_store
 
     from benchmarks import searchers as S
 
@@ -102,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     started = time.monotonic()
 
-    from arbor.landscape import load_landscape
+    from arbor.targets.landscape import load_landscape
 
     paths = landscape_paths(args.landscapes)
     if not paths:

@@ -20,7 +20,7 @@ import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from arbor.landscape import Landscape
+from arbor.targets.landscape import Landscape
 
 INF = float("inf")
 
@@ -177,7 +177,7 @@ def run_arbor(path: Path, ls: Landscape, policy: str, seed: int, target: float, 
     """One real campaign (orchestrator, specialist, Critic, store, LangGraph loop) on the replay
     target, stopped as soon as its best accepted node is truly within the target."""
     from arbor.agents.transforms.knobs import parse_config
-    from arbor.campaign import run_campaign
+    from arbor.campaign.run import run_campaign
 
     tag = f"arbor-{policy}" + ("" if moves == "recorded" else f"-{moves}")
     trace = Trace(tag, seed)

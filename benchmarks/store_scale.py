@@ -65,13 +65,13 @@ def api_insert_rate(store, cid: int, parent_id: int, n: int, tag: str) -> float:
 
 
 def run_size(n: int, landscape: Path | None, workdir: Path, log) -> dict:
-    from arbor.agents.orchestrator import HeuristicOrchestrator
+    from arbor.agents.orchestrator.heuristic import HeuristicOrchestrator
     from arbor.agents.specialists.kernel_heuristic import HeuristicKernelSpecialist
     from arbor.agents.transforms.knobs import canonical_config
-    from arbor.landscape import load_landscape
+    from arbor.targets.landscape import load_landscape
     from arbor.search_tree.index import TreeIndex
     from arbor.search_tree.policies import make_policy
-    from arbor.search_tree.store import open_store
+    from arbor.search_tree import open_store
     from arbor.targets.replay import knob_moves
 
     from benchmarks.bulk import db_bytes, populate

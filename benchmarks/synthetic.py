@@ -12,7 +12,7 @@ import itertools
 import math
 import random
 
-from arbor.landscape import Knob, Landscape, MoveDecl, Point, compact_run
+from arbor.targets.landscape import Knob, Landscape, MoveDecl, Point, compact_run
 
 
 def make_landscape(name: str = "synthetic", seed: int = 0, noise: float = 0.03, rounds: int = 20,

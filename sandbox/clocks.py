@@ -7,7 +7,7 @@ candidates measured minutes apart must know the GPU ran at the same speed for bo
   **read them back and refuse to measure** when they did not take; re-check before every job
   (re-locking once if something reset them); restore the previous state on close, Ctrl-C,
   ``atexit`` and SIGTERM. A crash leaves a ``clocks_locked`` record in the store that the next
-  start finds and undoes (``arbor/sandbox_setup.py`` keeps that record).
+  start finds and undoes (``arbor/campaign/sandbox_setup.py`` keeps that record).
 * ``verify`` — change nothing; check that clocks are where ``clock_targets`` say (if given) and
   record them in every fingerprint, so the Critic's env gate sees drift and throttling.
 * ``ignore`` — record what can be read, check nothing.

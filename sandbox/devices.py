@@ -1,4 +1,5 @@
-"""Peak rates per device, for the Critic's speed-of-light floor (ANCHORS #12).
+"""Peak rates per device, for the Critic's speed-of-light floor (reward hack #12 in
+docs/integrity.md#reward-hacks).
 
 GPUs come from a table of published dense peaks (the *highest* variant of each family, so the
 floor errs towards never flagging an honest kernel). CPUs have no useful public table, so the

@@ -33,6 +33,7 @@ from docker.utils.socket import frames_iter
 from .docker_scripts import BOOT, FINISH, MAX_COLLECT, REAPER, split_status
 from .images import ImagePlan, ensure_image, resolve_image
 from .jobio import TailBuffer, safe_relpath, scrubbed_env
+from .proctree import pid_alive
 from .runner import Job, JobResult, Runner, SandboxError
 
 __all__ = ["DockerRunner", "connect", "remove_orphans", "gpu_support", "LABEL"]
@@ -76,13 +77,7 @@ def _owner_dead(owner: str) -> bool:
     host, _, pid = owner.rpartition(":")
     if host != socket.gethostname() or not pid.isdigit():
         return False  # another machine's container: not ours to judge
-    try:
-        os.kill(int(pid), 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:
-        return False
-    return False
+    return not pid_alive(int(pid))
 
 
 def remove_orphans(client, campaign: str | None = None) -> int:  # type: ignore[no-untyped-def]

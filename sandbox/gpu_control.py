@@ -22,7 +22,7 @@ from .runner import SandboxError
 __all__ = ["ClockError", "GpuBackend", "NvmlBackend", "NvidiaSmiBackend", "AmdSmiBackend",
            "open_backend", "THROTTLE_BITS", "BAD_THROTTLE_MASK", "decode_throttle"]
 
-# NVML clocks-event (throttle) reasons (ANCHORS: locked clocks still throttle at the power limit).
+# NVML clocks-event (throttle) reasons (locked clocks still throttle at the power limit).
 THROTTLE_BITS = {0x1: "gpu_idle", 0x2: "applications_clocks_setting", 0x4: "sw_power_cap",
                  0x8: "hw_slowdown", 0x10: "sync_boost", 0x20: "sw_thermal", 0x40: "hw_thermal",
                  0x80: "hw_power_brake", 0x100: "display_clock_setting"}

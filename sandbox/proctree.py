@@ -217,14 +217,24 @@ class ProcessTree:
                 time.sleep(0.01)
 
 
-def _pid_alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Is process ``pid`` running on this host? The one answer to that question in Arbor: the
+    store's lease check, the server leases and the stale-job sweeps all ask here.
+
+    A zombie (dead, not yet reaped by its parent) counts as gone — its jobs and leases are
+    orphans. A process of another user counts as alive (we may not signal it, but it exists).
+    Without procfs, ``kill(pid, 0)`` alone decides."""
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except (OSError, IndexError):
+        try:
+            os.kill(pid, 0)
+        except (ProcessLookupError, OverflowError):  # overflow: no process can have that id
+            return False
+        except PermissionError:
+            return True
+        return not Path("/proc").is_dir()
 
 
 def cleanup_stale() -> int:
@@ -241,7 +251,7 @@ def cleanup_stale() -> int:
             entries = []
         for path in entries:
             owner = int(_CG_NAME.match(path.name).group(1))  # type: ignore[union-attr]
-            if _pid_alive(owner):
+            if pid_alive(owner):
                 continue
             tree = ProcessTree.__new__(ProcessTree)
             tree.max_processes, tree.token, tree.cgroup, tree._procs_fd = None, path.name[len(_CG_PREFIX):], path, -1
@@ -261,7 +271,7 @@ def cleanup_stale() -> int:
         if i < 0 or (i > 0 and env[i - 1] != 0):
             continue
         m = re.match(rb"(\d+)-", env[i + len(needle):])
-        if m and not _pid_alive(int(m.group(1))):
+        if m and not pid_alive(int(m.group(1))):
             _kill([pid])
             killed += 1
     return killed

@@ -28,7 +28,8 @@ from pathlib import Path
 import yaml as yamllib
 from rich.console import Console
 
-from arbor.dashboard import CampaignFeed, render_frame, resolve_source
+from arbor.campaign.source import resolve_source
+from arbor.dashboard import CampaignFeed, render_frame
 
 REPO = Path(__file__).resolve().parents[1]
 DOCS = REPO / "docs"

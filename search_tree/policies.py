@@ -1,7 +1,7 @@
 """Selection policies: which expandable node to grow next.
 
 Each policy scores candidates from derived statistics only, so the same object drives live
-campaigns, replayed landscapes and benchmarks. PUCT (the default) follows DESIGN §9:
+campaigns, replayed landscapes and benchmarks. PUCT (the default; docs/architecture.md#scoring):
 ``Q + c·P·sqrt(N_parent)/(1+N)`` where ``P`` is the best prior among the node's untried moves,
 so a node whose remaining ideas were all demoted by failures stops attracting expansions.
 """

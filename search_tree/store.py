@@ -1,8 +1,19 @@
 """The storage contract (as Optuna's BaseStorage): the loop, the CLI and the dashboard talk to
-this interface only, so a PostgreSQL-backed store for many workers is a drop-in.
+this interface only, so a PostgreSQL-backed store for many workers is a drop-in. Stores are
+opened with ``arbor.search_tree.open_store``; the SQLAlchemy implementation lives in ``sql/``
+and imports this module, never the other way round.
 
-Composite operations (``record_measurement``, ``record_verdict``) are single transactions: a
-crash between "measured" and "judged" can never leave half a result behind.
+Invariants every implementation keeps (``tests/store`` checks them):
+
+* Composite operations (``record_measurement``, ``record_verdict``) are single transactions: a
+  crash between "measured" and "judged" can never leave half a result behind.
+* Artifacts are content-addressed (``artifact_sha``) and immutable; a campaign holds at most one
+  node per artifact (``DuplicateArtifact``), so nothing is measured twice.
+* Nodes move only along the legal state transitions (``IllegalTransition`` otherwise), and a
+  finished node and the event log are never rewritten.
+* A measurement series is unique per (node, attempt).
+* A running node holds its owner's lease until its first measurement is recorded; only
+  ``requeue_orphans`` takes a lease from an owner that died.
 """
 
 from __future__ import annotations
@@ -10,7 +21,7 @@ from __future__ import annotations
 import hashlib
 from abc import ABC, abstractmethod
 from datetime import datetime
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from .records import (
     CampaignRecord,
@@ -97,9 +108,16 @@ class Store(ABC):
     def heartbeat(self, owner: str) -> int: ...
 
     @abstractmethod
-    def requeue_orphans(self, campaign_id: int, stale_after_s: float) -> list[int]:
-        """Running nodes whose owner died (dead pid on this host, or a stale heartbeat) go
-        back to queued; returns their ids."""
+    def requeue_orphans(self, campaign_id: int, stale_after_s: float,
+                        pid_alive: Callable[[int], bool] | None = None) -> list[int]:
+        """Running nodes whose owner died go back to queued; returns their ids.
+
+        An owner is dead when its heartbeat is older than ``stale_after_s``, or — with
+        ``pid_alive`` — when its lease names this host and ``pid_alive(lease pid)`` is False.
+        The store records leases but does not know about processes: whether a pid lives is the
+        sandbox's knowledge (``arbor.sandbox.proctree.pid_alive``), and the store may import
+        neither the sandbox nor the layers above it, so the campaign, which imports both,
+        hands the predicate in. Without one only the heartbeat decides."""
 
     # --- measurements and verdicts -----------------------------------------------------
     @abstractmethod
@@ -189,15 +207,3 @@ class Store(ABC):
 
     def close(self) -> None:  # pragma: no cover - trivial default
         pass
-
-
-def open_store(url: str, read_only: bool = False) -> Store:
-    """Open (and migrate) the store at a SQLAlchemy URL.
-
-    ``read_only=True`` is for observers of a campaign another process is writing (dashboard,
-    report, export): no migration, no file creation, and the database itself refuses writes
-    (SQLite ``mode=ro`` + ``query_only``; PostgreSQL read-only transactions). A missing SQLite
-    file raises StoreError instead of being created."""
-    from .sql_store import SqlStore
-
-    return SqlStore(url, read_only=read_only)

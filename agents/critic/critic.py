@@ -9,32 +9,18 @@ from __future__ import annotations
 
 import math
 import statistics
-from dataclasses import dataclass, field
+
+from arbor.agents.contracts import Critic, Judgement
 
 from .gates import GATES, CriticConfig, Evidence, GateLog
 from .guard import check_source
 from .plausibility import plausibility_note
 from .stats import SampleStats, summarize
 
-
-@dataclass
-class Judgement:
-    decision: str  # accept | reject | remeasure | fail
-    diagnosis: str
-    reason: str
-    final_state: str | None  # accepted | rejected | failed | None (remeasure)
-    gates: list[dict] = field(default_factory=list)
-    stats: dict = field(default_factory=dict)
-    remeasure_purpose: str | None = None
-    speedup: float | None = None
-    value: float | None = None
-    noise_floor: float | None = None
-
-
 _FINAL = {"accept": "accepted", "reject": "rejected", "fail": "failed", "remeasure": None}
 
 
-class HeuristicCritic:
+class HeuristicCritic(Critic):
     name = "critic"
 
     def __init__(self, config: CriticConfig):
@@ -56,7 +42,7 @@ class HeuristicCritic:
         log.add("guard", True, "static guard passed before execution")
         st: SampleStats | None = None
         if ev.status == "ok" and baseline_samples and candidate_samples:
-            st = summarize(baseline_samples, candidate_samples, self.config.resamples,
+            st = summarize(baseline_samples, candidate_samples, self.config.bootstrap_resamples,
                            self.config.confidence, self.config.seed)
         elif ev.status == "ok":  # ran but produced no samples: cannot be judged
             log.add("ran", False, "no timing samples")

@@ -3,7 +3,7 @@
 Every measurement times baseline and candidate interleaved in one process, so the speedup itself
 is paired; but values are compared across measurements (against the parent, the best, the
 baseline's noise floor) and a speedup measured on a throttling GPU or another machine does not
-transfer (ANCHORS: the same reference on two H100 variants differs by 1.51x). Identity changes
+transfer (the same reference timed on two H100 variants differs by 1.51x). Identity changes
 (host, device, CPU model, thread count, driver, torch) reject outright; transient ones (throttle
 reasons, clocks away from the baseline's) get one re-measurement first.
 """
@@ -14,7 +14,8 @@ from .evidence import CriticConfig, Evidence, GateOutcome, remeasure_or_reject
 
 IDENTITY_KEYS = ("host", "kernel", "device", "device_name", "gpu_name", "cpu_model", "num_threads",
                  "torch", "gpu_driver", "cuda_runtime", "governor", "cpu_max_khz", "clock_mode")
-# NVML clocks-event reasons that mean "running slower than it should" (ANCHORS):
+# NVML clocks-event reasons that mean "running slower than it should" (locked
+# clocks still throttle at the power or thermal limit):
 # SwPowerCap 0x4, HwSlowdown 0x8, SwThermal 0x20, HwThermal 0x40, HwPowerBrake 0x80.
 BAD_THROTTLE = {0x4: "SwPowerCap", 0x8: "HwSlowdown", 0x20: "SwThermal", 0x40: "HwThermal",
                 0x80: "HwPowerBrake"}

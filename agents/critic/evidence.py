@@ -7,24 +7,42 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from pydantic import BaseModel, ConfigDict, Field
 
-@dataclass(frozen=True)
-class CriticConfig:
-    """Every threshold the gates use; the campaign's ``critic:`` section sets them."""
 
-    max_cv: float = 0.15  # robust CV above which a measurement is re-taken, then `unstable`
-    confidence: float = 0.95  # of the bootstrap interval of the speedup
-    resamples: int = 2000  # bootstrap resamples (>= 1000)
-    min_speedup: float = 1.01  # minimum effect size
-    mw_alpha: float = 0.05  # Mann-Whitney U second opinion: p must be below this
-    max_remeasures: int = 1  # re-measurements allowed for `unstable` / transient `env_drift`
-    confirm_new_best: bool = True
-    plausibility_slack: float = 2.0  # flag only results this many times faster than light
-    plausibility_flops: bool = False  # also bound by the reference's FLOPs (fixed-algorithm problems)
-    min_timed_coverage: float = 0.5  # CPU: share of the timing phase inside the timer
-    clock_tolerance_mhz: float = 50.0  # GPU clocks vs the baseline's (0: do not compare)
-    check_env: bool = True
-    reference_drift: float = 0.5  # the reference may run at most this much slower than at the baseline (0: off)
+class CriticThresholds(BaseModel):
+    """Every threshold the gates use, with its default and bounds: the one place they are defined.
+    A campaign's ``critic:`` section is this model plus the harness's settings, so a new threshold
+    is a field here and nothing else."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    max_cv: float = Field(default=0.15, gt=0, description="coefficient of variation above which we remeasure")
+    confidence: float = Field(default=0.95, gt=0.5, lt=1, description="of the bootstrap interval of the speedup")
+    bootstrap_resamples: int = Field(default=2000, ge=1000)
+    min_speedup: float = Field(default=1.01, ge=1.0, description="minimum effect size")
+    mw_alpha: float = Field(default=0.05, gt=0, le=0.5, description="Mann-Whitney U must give p below this")
+    max_remeasures: int = Field(default=1, ge=0, le=5, description="re-measurements allowed for `unstable` / "
+                                "transient `env_drift`")
+    confirm_new_best: bool = Field(default=True, description="re-measure a new best before building on it")
+    plausibility_slack: float = Field(default=2.0, ge=1.0,
+                                      description="hack_suspected only when faster than speed of light / slack")
+    plausibility_flops: bool = Field(default=False, description="also floor by the reference's FLOPs "
+                                     "(only for problems whose algorithm cannot change)")
+    min_timed_coverage: float = Field(default=0.5, ge=0, le=1,
+                                      description="CPU: share of the timing phase inside the timer")
+    clock_tolerance_mhz: float = Field(default=50.0, ge=0, description="locked GPU clocks vs the baseline's "
+                                       "(0: do not compare)")
+    check_env: bool = Field(default=True, description="env_drift gate on/off")
+    reference_drift: float = Field(default=0.5, ge=0, description="env_drift when the reference runs this much "
+                                   "slower than in the baseline's measurement (0: off)")
+
+
+class CriticConfig(CriticThresholds):
+    """The thresholds plus the seed of the bootstrap: what a Critic is built with."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
     seed: int = 0
 
 

@@ -1,18 +1,19 @@
-"""The Critic's gates (DESIGN §6), each a small pure function, applied in a fixed order.
+"""The Critic's gates (docs/architecture.md#gates), each a small pure function, applied in a fixed order.
 
 A gate returns ``None`` to pass the measurement on, or a ``GateOutcome`` that ends the
 evaluation with a decision, a diagnosis code and a one-sentence reason. Order:
 
-1. ``guard``        static AST guard, run before execution (``HeuristicCritic.static_check``)
-   ``ran``          the harness finished (compile_error, runtime_error, timeout, oom, harness_error)
+0. ``guard``        static AST guard, run before execution (``HeuristicCritic.static_check``)
+1. ``ran``          the harness finished (compile_error, runtime_error, timeout, oom, harness_error)
 2. ``correct``      correct on every seed, re-run and re-check (``incorrect``)
-5. ``plausible``    no integrity violation, not faster than light (``hack_suspected``)
-3. ``stable``       robust CV under the threshold, else re-measure, then ``unstable``
-4. ``env``          same environment as the baseline, no throttling (``env_drift``)
-6. ``significant``  CI above 1.0 + noise, Mann-Whitney agrees, effect size (``no_gain``, ``regression``)
-7. ``confirm_best`` a new best is measured again, independently, before others build on it
+3. ``plausible``    no integrity violation, not faster than light (``hack_suspected``)
+4. ``stable``       robust CV under the threshold, else re-measure, then ``unstable``
+5. ``env``          same environment as the baseline, no throttling (``env_drift``)
+6. ``reference``    the reference not slowed vs the baseline's measurement (``env_drift``)
+7. ``significant``  CI above 1.0 + noise, Mann-Whitney agrees, effect size (``no_gain``, ``regression``)
+8. ``confirm_best`` a new best is measured again, independently, before others build on it
 
-Numbers are DESIGN §6's. ``plausible`` runs before ``stable`` and ``env`` on purpose: an integrity
+``plausible`` runs before ``stable`` and ``env`` on purpose: an integrity
 violation or an impossible speed is a fact about the candidate, not about noise or throttling
 (neither makes code look *faster* than light), so re-measuring it wastes a run and ``unstable``
 would be the wrong diagnosis (``hack_suspected`` zeroes the move's prior; ``unstable`` does not).

@@ -1,11 +1,12 @@
 """Static guard: an AST pass over a candidate before it is ever executed.
 
 Text regexes are trivially dodged (``getattr(__import__('subpro'+'cess'), ...)``), so this walks
-the syntax tree and flags the *constructs* used by known reward hacks (ANCHORS.md): falling back
-to the reference, importing process/network/FFI modules, patching timers, the checker or library
-functions, changing process-wide precision, intercepting the reference's ops (dispatch modes,
-aten overrides), reading files, and the dynamic execution and introspection that would hide any
-of the former. It is the first of two lines: the harness re-checks the same classes at run time.
+the syntax tree and flags the *constructs* used by known reward hacks
+(docs/integrity.md#reward-hacks): falling back to the reference, importing process/network/FFI
+modules, patching timers, the checker or library functions, changing process-wide precision,
+intercepting the reference's ops (dispatch modes, aten overrides), reading files, and the dynamic
+execution and introspection that would hide any of the former. It is the first of two lines:
+the harness re-checks the same classes at run time.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@
   ends the run with ``hack_suspected`` and its reason, which this gate turns into the verdict.
 - A speed-of-light floor: bytes moved (inputs read once, outputs written once) over the device's
   peak bandwidth (a table for GPUs, a cached micro-benchmark for CPUs); a candidate faster than
-  ``floor / plausibility_slack`` is ``hack_suspected`` (ANCHORS #12). The reference's FLOPs over
+  ``floor / plausibility_slack`` is ``hack_suspected`` (reward hack #12). The reference's FLOPs over
   the peak FLOP rate join the floor only with ``plausibility_flops``: honest algebraic rewrites
   (reassociating a matmul chain, hoisting a weight product out of forward) legitimately do fewer
   FLOPs than the reference, while no honest kernel moves fewer bytes than its inputs and outputs.

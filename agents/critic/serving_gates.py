@@ -28,10 +28,10 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
+from arbor.agents.contracts import Judgement
 from arbor.search_tree.pareto import (Point, hypervolume, interpolated_throughput_at_slo, pareto_front,
                                       pareto_improvement_pct, reference_point)
 
-from .critic import Judgement
 from .gates import CriticConfig, Evidence, GateLog, GateOutcome
 from .stats import robust_cv
 
@@ -345,7 +345,7 @@ def judge_serving(ev: Evidence, raw: dict | None, cfg: CriticConfig, scfg: Servi
     if (o := _gate_ran(ev)) is not None:
         return end(o)
     log.add(name, True, "servers started, load ran")
-    sc = score(raw or {}, scfg, cfg.resamples, cfg.confidence, cfg.seed)
+    sc = score(raw or {}, scfg, cfg.bootstrap_resamples, cfg.confidence, cfg.seed)
     if sc is None:
         name = "samples"
         return end(GateOutcome("fail", "harness_error", "the measurement holds no complete round"))

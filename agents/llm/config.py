@@ -1,6 +1,6 @@
 """Plain configuration objects for the LLM backend.
 
-The campaign spec (``arbor.spec``) is translated into these in ``arbor.llm_setup``: agents never
+The campaign spec (``arbor.spec``) is translated into these in ``arbor.campaign.llm_setup``: agents never
 import the core, so the same client can be used by benchmarks and tests without a campaign.
 Only the NAME of the environment variable holding the API key lives here; the key itself is read
 at client construction and kept inside the SDK client (see ``LLMRuntime.client``).

@@ -1,6 +1,7 @@
 """Errors an LLM call can end with. None of them escapes an agent: each agent records the
 failure (an event), falls back or proposes nothing, and the loop's stop conditions decide
-whether the campaign goes on (DESIGN §9: a crash storm or a spent budget is a stop reason)."""
+whether the campaign goes on (docs/architecture.md#stopping: a crash storm or a spent budget is
+a stop reason)."""
 
 from __future__ import annotations
 

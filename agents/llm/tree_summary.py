@@ -1,4 +1,4 @@
-"""A compact, prompt-sized view of the search tree (DESIGN §7): the target, the best path,
+"""A compact, prompt-sized view of the search tree (docs/architecture.md#agents): the target, the best path,
 the top candidates, recent failures with their diagnoses (and the Critic's root-cause narrative
 when there is one), and the current bottleneck profile when one has been recorded.
 

@@ -1,39 +1,30 @@
 """Offline serving Specialist: knob moves from skills, triggered by the parent's symptoms.
 
-Same contract as the kernel specialist (options → propose), with one addition: a move may carry
-``when: <condition>`` over what the parent's last measurement showed — queueing, KV-cache usage,
-preemptions, the TTFT/TPOT balance, SLO ratios — and over the parent's knob values. A move whose
-condition is false is not offered below that parent (raising the batch size cures queueing, not
-a slow decode); one whose condition cannot be evaluated (the server does not report that
-symptom) is offered at half its prior. Every candidate config must pass the campaign's own knob
-table (``config_problem``) before it is offered, so no measurement is wasted on a config the
-spec forbids.
+Same contract and shared behaviour as the kernel specialist (``HeuristicSpecialist``), with one
+addition: a move may carry ``when: <condition>`` over what the parent's last measurement showed
+— queueing, KV-cache usage, preemptions, the TTFT/TPOT balance, SLO ratios — and over the
+parent's knob values. A move whose condition is false is not offered below that parent (raising
+the batch size cures queueing, not a slow decode); one whose condition cannot be evaluated (the
+server does not report that symptom) is offered at half its prior. Every candidate config must
+pass the campaign's own knob table (``config_problem``) before it is offered, so no measurement
+is wasted on a config the spec forbids.
 """
 
 from __future__ import annotations
 
 import json
-import random
-from dataclasses import dataclass
 from typing import Callable
 
-from arbor.agents.priors import OutcomeIndex
 from arbor.agents.skills import MoveSpec, SkillError
 from arbor.search_tree.records import NodeRecord
-from arbor.search_tree.store import artifact_sha
 
 from .conditions import Condition, ConditionError, compile_condition
-from .kernel_heuristic import HeuristicKernelSpecialist, Option, Proposal
+from .heuristic import HeuristicSpecialist
 
 UNKNOWN_FACTOR = 0.5
 
 
-@dataclass(frozen=True)
-class ServingOption(Option):
-    why: str = ""
-
-
-class HeuristicServingSpecialist(HeuristicKernelSpecialist):
+class HeuristicServingSpecialist(HeuristicSpecialist):
     name = "serving-heuristic"
 
     def __init__(self, moves: list[MoveSpec], seed: int = 0,
@@ -58,45 +49,26 @@ class HeuristicServingSpecialist(HeuristicKernelSpecialist):
             cfg = {}
         return {**(cfg if isinstance(cfg, dict) else {}), **(self.symptoms_of(parent) or {})}
 
-    def options(self, parent: NodeRecord, parent_source: str, tried: set[str],
-                is_known: Callable[[str], bool], outcomes: OutcomeIndex) -> list[Option]:
-        env = self.env(parent, parent_source)
-        out: list[Option] = []
-        for move in self.moves:
-            prior = self.prior(move, parent, tried, outcomes)
-            if prior <= 0:
-                continue
-            cond = self.conditions.get(move.id)
-            why = ""
-            if cond is not None:
-                met = cond.evaluate(env)
-                if met is False:
-                    continue
-                if met is None:
-                    prior *= UNKNOWN_FACTOR
-                    why = f"symptoms unknown for '{cond.text}'"
-                else:
-                    shown = ", ".join(f"{n}={_fmt(env[n])}" for n in sorted(cond.names) if n in env)
-                    why = f"because {cond.text} ({shown})"
-            new = self._apply(parent.artifact_sha, parent_source, move)
-            if new is None or self.config_problem(new) is not None or is_known(artifact_sha(new)):
-                continue
-            out.append(ServingOption(move, new, prior, why))
-        rng = random.Random(f"{self.seed}:{parent.id}")
-        rng.shuffle(out)
-        out.sort(key=lambda o: -o.prior)
-        return out
+    def gate(self, move: MoveSpec, prior: float, env: dict | None) -> tuple[float, str] | None:
+        cond = self.conditions.get(move.id)
+        if cond is None:
+            return prior, ""
+        env = env or {}
+        met = cond.evaluate(env)
+        if met is False:
+            return None
+        if met is None:
+            return prior * UNKNOWN_FACTOR, f"symptoms unknown for '{cond.text}'"
+        shown = ", ".join(f"{n}={_fmt(env[n])}" for n in sorted(cond.names) if n in env)
+        return prior, f"because {cond.text} ({shown})"
 
-    def propose(self, parent: NodeRecord, options: list[Option], k: int = 1) -> list[Proposal]:
-        proposals = []
-        for opt in options[:k]:
-            what = opt.move.description or f"{opt.move.transform} {opt.move.params}"
-            why = getattr(opt, "why", "")
-            proposals.append(Proposal(
-                source=opt.source, move_id=opt.move.id, family=opt.move.family,
-                hypothesis=f"{opt.move.id} on node {parent.id}: {what}" + (f" — {why}" if why else ""),
-                prior=opt.prior, predicted_gain=opt.prior))
-        return proposals
+    def valid(self, new_source: str) -> bool:
+        """Only configs the campaign's own knob table allows: no measurement is wasted on a
+        config the spec forbids."""
+        return self.config_problem(new_source) is None
+
+    def describe(self, move: MoveSpec) -> str:
+        return move.description or f"{move.transform} {move.params}"
 
 
 def _fmt(v) -> str:

@@ -1,4 +1,4 @@
-"""Source-to-source transforms that carry out skills' moves (see DESIGN.md §9).
+"""Source-to-source transforms that carry out skills' moves (docs/architecture.md#skills).
 
 The heuristic specialist never writes code itself: a skill's move names a transform registered
 here plus params, so a skill author adds knobs in YAML and the campaign stays deterministic.

@@ -2,7 +2,6 @@
 
 Modules, one job each:
 
-* ``source``  — turn a campaign YAML / store URL / arbor.db path into what to open, read-only;
 * ``feed``    — poll the store incrementally (cursors + indexed queries) into a small cache;
 * ``charts``  — text charts (sparklines, step charts) for a terminal;
 * ``panels``  — the panels, pure functions of the cached state;
@@ -14,13 +13,12 @@ so a campaign being written by another process is neither slowed nor locked by i
 
 from importlib import import_module
 
-_EXPORTS = {"CampaignFeed": "feed", "Dashboard": "app", "Source": "source", "render_frame": "app",
-            "resolve_source": "source", "run_live": "app"}
+_EXPORTS = {"CampaignFeed": "feed", "Dashboard": "app", "render_frame": "app", "run_live": "app"}
 __all__ = sorted(_EXPORTS)
 
 
 def __getattr__(name: str):
-    # lazy: ``arbor run`` imports ``arbor.dashboard.source`` and should not pay for the panels
+    # lazy: ``arbor report`` imports ``arbor.dashboard.feed`` and should not pay for the panels
     if name in _EXPORTS:
         return getattr(import_module(f".{_EXPORTS[name]}", __name__), name)
     raise AttributeError(name)

@@ -15,7 +15,8 @@ from .feed import FeedState
 from .fmt import ago
 
 
-# NVML throttle ("clocks event") reasons that make a run slower than its locked clocks (ANCHORS)
+# NVML throttle ("clocks event") reasons that make a run slower than its locked clocks (locked
+# clocks still throttle at the power or thermal limit)
 THROTTLE_BITS = {0x4: "SwPowerCap", 0x8: "HwSlowdown", 0x20: "SwThermal", 0x40: "HwThermal", 0x80: "HwPowerBrake"}
 # where dynamic GPU readings live: the harness reads them before and after timing; newest first
 NESTED = ("gpu_state_end", "gpu_state_start", "gpu", "clocks")

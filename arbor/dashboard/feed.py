@@ -26,7 +26,7 @@ from arbor.search_tree.records import (
 )
 from arbor.search_tree.store import Store, StoreError
 
-from .source import Source
+from arbor.campaign.source import Source
 
 PENDING = frozenset({"proposed", "queued", "running", "measured"})
 FINISHED = frozenset({"accepted", "rejected", "failed", "pruned"})

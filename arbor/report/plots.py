@@ -12,6 +12,8 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import MaxNLocator
 
+from arbor.targets import traits
+
 from .data import ReportData
 
 COLORS = {"accepted": "#2e7d32", "rejected": "#ef6c00", "failed": "#c62828", "pruned": "#9e9e9e",
@@ -30,7 +32,7 @@ def _color(state: str) -> str:
 
 
 def _score_name(data: ReportData) -> str:
-    return "objective ratio vs baseline (x)" if data.campaign.kind == "serving" else "speedup vs reference (x)"
+    return traits(data.campaign.kind).score_label
 
 
 def score_over_evaluations(data: ReportData) -> bytes | None:

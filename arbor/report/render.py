@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
+from arbor.targets import traits
+
 from .data import ReportData, fingerprint_id
 from .plots import FIGURES
 
@@ -58,7 +60,7 @@ def summary_rows(d: ReportData) -> list[tuple[str, str]]:
         ("wall time", f"{c.elapsed_s:.0f} s"),
         ("nodes", ", ".join(f"{k} {v}" for k, v in d.counts().items())),
     ]
-    if c.kind == "serving" and best is not None and best.parent_id is not None:
+    if traits(c.kind).has_pareto_front and best is not None and best.parent_id is not None:
         st = d.final_stats(best.id)
         if isinstance(st.get("pareto_improvement_pct"), (int, float)):
             rows.append(("Pareto improvement", f"{st['pareto_improvement_pct']:+.1f}% hypervolume vs the baseline "
@@ -117,8 +119,8 @@ def _sections(d: ReportData, pngs: dict[str, bytes | None]) -> list[tuple[str, s
     """(key, title, png or None, note when there is no figure)."""
     out = []
     for key, title, _ in FIGURES:
-        if key == "pareto" and d.campaign.kind != "serving" and pngs.get(key) is None:
-            continue  # kernel campaigns have a single objective: no front to draw
+        if key == "pareto" and not traits(d.campaign.kind).has_pareto_front and pngs.get(key) is None:
+            continue  # a single objective (kernels): no front to draw
         note = {"pareto": "no throughput–latency points recorded in this campaign's measurements yet"}.get(
             key, "nothing measured yet")
         out.append((key, title, pngs.get(key), note))

@@ -1,23 +1,41 @@
-"""The adapter contract between the loop and a kind of target."""
+"""The adapter contract between the loop and a kind of target.
+
+Everything that differs between kinds of target lives behind this class — what a node's
+artifact is, how it is measured and judged, which specialists can edit it, how the campaign's
+result is summarised and reported — so the loop, the CLI and the report never test a kind by
+name. Class-level attributes are what readers of a finished store need without a spec.
+"""
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
-from arbor.agents.critic.critic import Judgement
+from arbor.agents.contracts import Critic, Judgement, Specialist
 from arbor.agents.critic.gates import Evidence
 from arbor.agents.skills import MoveSpec, SkillSpec
 from arbor.search_tree.records import MeasurementRecord
 
 if TYPE_CHECKING:
     from arbor.sandbox.runner import Runner
+    from arbor.search_tree.records import NodeRecord
+    from arbor.search_tree.store import Store
     from arbor.spec import CampaignSpec
 
 
 class TargetAdapter(ABC):
-    kind: str
-    artifact_kind: str
+    kind: ClassVar[str]
+    artifact_kind: ClassVar[str]
+    # where ``arbor run`` writes the best artifact, beside the campaign
+    best_artifact_name: ClassVar[str] = "best_modelnew.py"
+    # re-measure the best and its contenders before reporting (off where the Critic's gates are
+    # needed to turn samples into the objective, as for serving SLOs)
+    verify_best: ClassVar[bool] = True
+    # whether measurement samples are seconds (the summary then shows baseline and best times)
+    reports_times: ClassVar[bool] = True
+    # report wording: what the per-node score is, and whether a throughput–latency front exists
+    score_label: ClassVar[str] = "speedup vs reference (x)"
+    has_pareto_front: ClassVar[bool] = False
 
     def __init__(self, spec: "CampaignSpec"):
         self.spec = spec
@@ -40,28 +58,35 @@ class TargetAdapter(ABC):
         Never raises for a bad candidate: failures are data (status/error_class)."""
 
     @abstractmethod
-    def judge(self, critic, ev: Evidence, m: MeasurementRecord) -> Judgement:
+    def judge(self, critic: Critic, ev: Evidence, m: MeasurementRecord) -> Judgement:
         """Hand the stored measurement to the Critic's gates."""
 
-    def static_check(self, critic, source: str) -> Judgement | None:
+    def static_check(self, critic: Critic, source: str) -> Judgement | None:
         return critic.static_check(source)
 
     def describe(self) -> str:
         return self.kind
 
+    def brief(self) -> list[str]:
+        """What an LLM agent is told about the target (one phrase each), besides the objective."""
+        return [self.describe()]
 
-def make_adapter(spec: "CampaignSpec") -> TargetAdapter:
-    kind = spec.target.kind
-    if kind == "kernel":
-        from .kernel import KernelAdapter
+    def heuristic_specialist(self, skills: list[SkillSpec], seed: int, store: "Store | None" = None) -> Specialist:
+        """The heuristic Specialist for this target: by default the one that applies skill moves
+        to the artifact (AST rewrites and template constants)."""
+        from arbor.agents.specialists.kernel_heuristic import HeuristicKernelSpecialist
 
-        return KernelAdapter(spec)
-    if kind == "replay":
-        from .replay import ReplayAdapter
+        return HeuristicKernelSpecialist(self.moves(skills), seed=seed)
 
-        return ReplayAdapter(spec)
-    if kind == "serving":
-        from .serving import ServingAdapter
+    def llm_specialist(self, runtime, skills: list[SkillSpec], summary: str, max_children: int) -> Specialist:
+        """The LLM Specialist for this target (its client is attached by the caller)."""
+        from arbor.spec import SpecError
 
-        return ServingAdapter(spec)
-    raise ValueError(f"unknown target kind '{kind}': use kernel or serving")
+        raise SpecError([f"target: the {self.kind} target exposes no knob table — an LLM serving "
+                         "specialist needs one (set agents.specialist.backend: heuristic)"])
+
+    @classmethod
+    def objective_summary(cls, store: "Store", root_id: int | None, best: "NodeRecord | None") -> dict | None:
+        """A summary of the result beyond one speedup (e.g. Pareto fronts), or None: then the
+        campaign reports the baseline time, the best time and their ratio."""
+        return None

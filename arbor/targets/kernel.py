@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from functools import cached_property
 
-from arbor.agents.critic.critic import Judgement
+from arbor.agents.contracts import Judgement
 from arbor.agents.critic.gates import Evidence
 from arbor.agents.skills import MoveSpec, SkillSpec, kernel_moves
 from arbor.agents.transforms import to_modelnew
@@ -58,3 +58,20 @@ class KernelAdapter(TargetAdapter):
 
     def describe(self) -> str:
         return f"kernel {self.problem.path.name} on {self.spec.target.device}"
+
+    def brief(self) -> list[str]:
+        t = self.spec.target
+        atol, rtol = t.tolerances()
+        parts = [self.describe(), f"dtype {t.dtype or 'as the problem defines'}, tolerance atol={atol:g} rtol={rtol:g}"]
+        if t.sizes or t.size_scale:
+            parts.append(f"sizes {dict(t.sizes)} scale {t.size_scale}")
+        return parts
+
+    def llm_specialist(self, runtime, skills: list[SkillSpec], summary: str, max_children: int):
+        from arbor.agents.specialists.kernel_llm import LLMKernelSpecialist
+
+        atol, rtol = self.spec.target.tolerances()
+        return LLMKernelSpecialist(None, runtime, skills, summary, problem_source=self.problem.source,
+                                   device=self.spec.target.device,
+                                   tolerance=f"Outputs must match the reference within atol={atol:g}, rtol={rtol:g}.",
+                                   max_children=max_children)

@@ -14,11 +14,11 @@ import re
 from collections import Counter
 from functools import cached_property
 
-from arbor.agents.critic.critic import Judgement
+from arbor.agents.contracts import Judgement
 from arbor.agents.critic.gates import Evidence
 from arbor.agents.skills import MoveSpec, SkillSpec
 from arbor.agents.transforms.knobs import canonical_config, parse_config
-from arbor.landscape import Landscape, LandscapeError, Point, load_landscape
+from arbor.targets.landscape import Landscape, LandscapeError, Point, load_landscape
 from arbor.sandbox.runner import Runner
 from arbor.search_tree.records import MeasurementRecord
 from arbor.search_tree.store import artifact_sha

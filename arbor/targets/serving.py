@@ -17,7 +17,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from arbor.agents.critic.critic import Judgement
+from arbor.agents.contracts import Judgement
 from arbor.agents.critic.gates import Evidence
 from arbor.agents.critic.serving_gates import ServingCriticConfig, judge_serving, score
 from arbor.agents.skills import MoveSpec, SkillSpec
@@ -32,14 +32,19 @@ from arbor.sandbox.serving.protocol import AccuracyProbe, ServingRequest, measur
 from arbor.sandbox.serving.workload import DatasetError, LengthDist, dataset_requests, synthetic_requests
 from arbor.search_tree.records import MeasurementRecord
 
-from ..spec import SpecError
-from ..spec_serving import PLACEHOLDER, ServingTarget
+from arbor.spec import SpecError
+from arbor.spec.serving import PLACEHOLDER, ServingTarget
 from .base import TargetAdapter
 
 
 class ServingAdapter(TargetAdapter):
     kind = "serving"
     artifact_kind = "serving_config"
+    best_artifact_name = "best_config.json"
+    verify_best = False  # the SLO ratio needs the Critic's gates: the fronts are reported instead
+    reports_times = False  # samples are req/s, not seconds: the fronts tell the story
+    score_label = "objective ratio vs baseline (x)"
+    has_pareto_front = True
 
     @property
     def t(self) -> ServingTarget:
@@ -233,6 +238,39 @@ class ServingAdapter(TargetAdapter):
         levels = (f"concurrency {load.concurrency}" if load.concurrency is not None
                   else f"request rates {load.request_rates}")
         return f"serving {self.t.engine} '{self.t.model}' ({len(self.t.knobs)} knobs; {levels})"
+
+
+    # --- agents --------------------------------------------------------------------------
+    def heuristic_specialist(self, skills: list[SkillSpec], seed: int, store=None):
+        """The knob specialist, whose moves fire on the parent's measured symptoms (from the store)."""
+        from arbor.agents.specialists.serving_heuristic import HeuristicServingSpecialist
+
+        def symptoms_of(node):
+            ms = [m for m in store.measurements(node.id) if m.status == "ok"] if store is not None else []
+            return self.symptoms(ms[-1]) if ms else None
+
+        return HeuristicServingSpecialist(self.moves(skills), seed=seed, symptoms_of=symptoms_of,
+                                          config_problem=self.config_problem)
+
+    def llm_specialist(self, runtime, skills: list[SkillSpec], summary: str, max_children: int):
+        from arbor.agents.specialists.serving_llm import Knob, LLMServingSpecialist
+
+        knobs = [Knob(name=name, kind=str(k["kind"] or "str"), choices=tuple(k["choices"]) if k["choices"] else None,
+                      min=k["min"], max=k["max"], description=k["description"] or "")
+                 for name, k in self.knob_space().items()]
+
+        def symptoms_of(node):
+            m = runtime.last_measurement(node.id)
+            return self.symptoms(m) if m is not None else None
+
+        return LLMServingSpecialist(None, runtime, skills, summary, knobs=knobs, device=getattr(self.t, "device", None),
+                                    canonical=self.canonical, parse=self.parse_artifact,
+                                    config_problem=self.config_problem, symptoms_of=symptoms_of,
+                                    max_children=max_children)
+
+    @classmethod
+    def objective_summary(cls, store, root_id: int | None, best) -> dict | None:
+        return serving_summary(store, root_id, best)
 
 
 def serving_summary(store, root_id: int | None, best) -> dict | None:

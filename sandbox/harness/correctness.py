@@ -2,7 +2,7 @@
 
 Standalone (stdlib + torch): shipped beside the harness and loaded by path. ``Correctness`` works
 on a ``Harness`` (composition, so each file stays small): it owns the seed loop, the determinism
-re-run, the post-timing re-check and the cache probe, and the per-call defences (ANCHORS #1, #2,
+re-run, the post-timing re-check and the cache probe, and the per-call defences (reward hacks #1, #2,
 #3, #6, #9, #10, #13, #14) around every candidate call.
 """
 

@@ -1,6 +1,6 @@
 """What a problem must cost at least: bytes moved and FLOPs of the reference, and (on CPU) the
 machine's peak rates measured by a micro-benchmark. The Critic divides one by the other to get a
-speed-of-light time no honest candidate can beat (ANCHORS #12).
+speed-of-light time no honest candidate can beat (reward hack #12 in docs/integrity.md#reward-hacks).
 
 Standalone (stdlib + torch): shipped beside the harness and loaded by path. The micro-benchmark
 runs before any candidate code is imported and is cached by the host (sandbox/devices.py), so a

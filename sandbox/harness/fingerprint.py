@@ -3,7 +3,7 @@
 Standalone (stdlib + torch; NVML through ``pynvml`` when it is importable, else ``nvidia-smi``):
 shipped beside the harness and loaded by path. Static facts (host, CPU model, device, driver,
 thread count) are read once; dynamic GPU state (clocks, throttle reasons, temperature) is read
-before and after timing, because locked clocks still throttle at the power limit (ANCHORS).
+before and after timing, because locked clocks still throttle at the power limit.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Defences the harness runs around candidate code (ANCHORS' reward-hack catalogue).
+"""Defences the harness runs around candidate code (the reward-hack catalogue:
+docs/integrity.md#reward-hacks).
 
 Standalone (stdlib + torch; ctypes only for the CUDA driver's persisting-L2 controls): shipped
 beside the harness and loaded by path *before* any candidate code is imported, so everything here

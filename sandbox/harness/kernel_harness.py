@@ -4,8 +4,9 @@ Run as ``python -I -B kernel_harness.py request.json`` inside a throw-away workd
 ``result.json`` there. STANDALONE on purpose (stdlib + torch + numpy only, never ``import arbor``):
 it is shipped into the sandbox as files, so it must work where Arbor is not installed (containers).
 Its helper modules (kernel_checks, integrity, timing, cost, fingerprint) are loaded by path
-before any candidate code runs, and every defence against the ANCHORS reward-hack catalogue that
-needs the live tensors lives here; the Critic re-derives every statistic from the raw samples.
+before any candidate code runs, and every defence against the reward hacks of
+docs/integrity.md#reward-hacks that needs the live tensors lives here; the Critic re-derives
+every statistic from the raw samples.
 
 A failing candidate is data, not a crash: exit status 0 whenever result.json describes the outcome.
 result.json is rewritten at every phase boundary, so a killed run still says how far it got.
@@ -185,7 +186,7 @@ class Harness:
         return (m.to(self.device, self.dtype) if self.dtype else m.to(self.device)) if ok else m
 
     def snapshot(self) -> None:
-        """Taken immediately before candidate code is imported (ANCHORS #5, #7, #8, #11)."""
+        """Taken immediately before candidate code is imported (reward hacks #5, #7, #8, #11)."""
         extra = {"harness": sys.modules[__name__], "Harness": Harness, "problem": self.problem,
                  "Model": self.problem.Model}
         extra.update({m.__name__: m for m in (checks, integrity, timing, cost, fpr, correctness)})

@@ -4,7 +4,7 @@ Standalone (stdlib + torch); loaded by path before candidate code, so the clock 
 here are the originals even if the candidate later replaces ``time.perf_counter_ns``.
 
 CUDA events only see the stream they are recorded on, so a candidate could hide work on a side
-stream (ANCHORS #4). Each call is therefore followed by a wait on the end event and then a
+stream (reward hack #4). Each call is therefore followed by a wait on the end event and then a
 device-wide synchronize: on an honest candidate the device is already idle and that synchronize
 returns at once; any time it takes is work the events did not see, reported as ``leftover``.
 Before every call the L2 is flushed (a 256 MB write) and persisting-L2 carve-outs are reset.

@@ -15,6 +15,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from ..proctree import pid_alive
+
 LEASE_ENV = "ARBOR_SERVER_LEASE"
 
 
@@ -30,21 +32,6 @@ def _proc_start_time(pid: int) -> int | None:
         return None
 
 
-def process_alive(pid: int) -> bool:
-    """True for a running process; a zombie (dead, not yet reaped by its parent) counts as gone."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
-    except (OSError, IndexError):
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            return True
-        return not Path("/proc").is_dir()  # no procfs: trust kill(0)
-
-
 def lease_processes(token: str) -> list[int]:
     """PIDs of live processes whose environment carries this lease token."""
     needle = f"{LEASE_ENV}={token}".encode()
@@ -56,7 +43,7 @@ def lease_processes(token: str) -> list[int]:
             env = (entry / "environ").read_bytes()
         except OSError:
             continue
-        if needle in env.split(b"\0") and process_alive(int(entry.name)):
+        if needle in env.split(b"\0") and pid_alive(int(entry.name)):
             pids.append(int(entry.name))
     return pids
 
@@ -97,7 +84,7 @@ def cleanup_stale(lease_dir: Path | None = None) -> list[int]:
             f.unlink(missing_ok=True)
             continue
         owner, started = lease.get("owner_pid"), lease.get("owner_start")
-        if owner == os.getpid() or (owner and process_alive(owner) and _proc_start_time(owner) == started):
+        if owner == os.getpid() or (owner and pid_alive(owner) and _proc_start_time(owner) == started):
             continue
         pids = lease_processes(token)
         _kill_all(pids)

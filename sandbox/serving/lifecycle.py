@@ -1,6 +1,6 @@
 """Start, health-check and always stop the inference server under test.
 
-The failure modes this module exists for (ANCHORS.md): orphaned servers holding GPU memory after a
+The failure modes this module exists for: orphaned servers holding GPU memory after a
 timeout, ``pkill -f vllm`` killing the tuner itself, OOM discovered only mid-benchmark. So:
 
 * the server runs in **its own session / process group** (``killpg`` reaches every process it

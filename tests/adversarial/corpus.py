@@ -3,7 +3,7 @@
 Every case file starts with a docstring whose first lines are ``key: value`` metadata:
 
 - ``problem``: the reference in ``problems/`` it is measured against;
-- ``class``: the ANCHORS catalogue number it exercises (hostile only);
+- ``class``: the reward-hack number in docs/integrity.md#reward-hacks it exercises (hostile only);
 - ``expect``: the diagnosis it must be rejected with (hostile only);
 - ``gate``: the gate that must catch it in the full pipeline (``guard`` = the static AST guard);
 - ``dynamic``: optional; the diagnosis the *harness* must reach on its own when the static guard
@@ -21,10 +21,11 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from arbor.agents.critic.critic import HeuristicCritic, Judgement
+from arbor.agents.contracts import Judgement
+from arbor.agents.critic.critic import HeuristicCritic
 from arbor.agents.critic.gates import CriticConfig, Evidence
 from arbor.sandbox.kernel_protocol import KernelMeasurement, KernelRequest, measure_kernels
-from arbor.sandbox.runner import LocalRunner
+from arbor.sandbox.local_runner import LocalRunner
 
 HERE = Path(__file__).parent
 # Small budgets: hostile cases only need to be caught; honest ones win by >= 1.5x. Samples of

@@ -1,6 +1,7 @@
-"""The reward-hacking corpus (ANCHORS' catalogue) through the real pipeline: static guard, sandboxed
-harness, Critic gates. Every hostile candidate must be rejected with the right diagnosis by the
-right gate; every honest optimisation must be accepted. Measurements run two at a time."""
+"""The reward-hacking corpus (the catalogue in docs/integrity.md#reward-hacks) through the real
+pipeline: static guard, sandboxed harness, Critic gates. Every hostile candidate must be
+rejected with the right diagnosis by the right gate; every honest optimisation must be accepted.
+Measurements run two at a time."""
 
 from __future__ import annotations
 

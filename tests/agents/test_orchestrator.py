@@ -5,12 +5,12 @@ import random
 import numpy as np
 import pytest
 
-from arbor.agents.orchestrator import HeuristicOrchestrator
+from arbor.agents.orchestrator.heuristic import HeuristicOrchestrator
 from arbor.agents.skills import MoveSpec
-from arbor.agents.specialists.kernel_heuristic import Option
+from arbor.agents.contracts import Option
 from arbor.search_tree.index import TreeIndex
 from arbor.search_tree.policies import make_policy
-from arbor.search_tree.store import open_store
+from arbor.search_tree import open_store
 
 from tests.store.test_index import grow
 

@@ -12,24 +12,31 @@ import torch
 
 from arbor.agents.transforms import apply_move, get_transform, to_modelnew, transform_names
 
-# KernelBench level1/88_MinGPTNewGelu.py, verbatim apart from the docstring.
-NEW_GELU = '''import torch
+# Written here in the upstream KernelBench layout (module-level sizes, Model, get_inputs,
+# get_init_inputs): the tanh-approximate GELU spelled out op by op, as reference code often has it.
+NEW_GELU = '''import math
+
+import torch
 import torch.nn as nn
-import torch.nn.functional as F
-import math
+
 
 class Model(nn.Module):
+    """tanh-approximate GELU, one operator per kernel."""
+
     def __init__(self):
         super(Model, self).__init__()
 
     def forward(self, x):
         return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * torch.pow(x, 3.0))))
 
+
 batch_size = 2000
-dim = 2000
+dim = 1000
+
 
 def get_inputs():
     return [torch.randn(batch_size, dim)]
+
 
 def get_init_inputs():
     return []

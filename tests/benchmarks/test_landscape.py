@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from arbor.landscape import (FORMAT, Knob, Landscape, LandscapeError, Point, Run, compact_run, compact_samples,
+from arbor.targets.landscape import (FORMAT, Knob, Landscape, LandscapeError, Point, Run, compact_run, compact_samples,
                              load_landscape)
 from benchmarks.synthetic import make_landscape
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from arbor.agents.skills import MoveSpec
-from arbor.recording import RecordError, knob_space, point_source
+from arbor.targets.sweep import RecordError, knob_space, point_source
 from arbor.agents.transforms.template import knob_values
 
 SRC = 'import torch\nBLOCK = 32\nMODE = "a"\nOTHER = 1\n\n\nclass ModelNew:\n    pass\n'

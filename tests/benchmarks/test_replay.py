@@ -9,8 +9,8 @@ import pytest
 
 from arbor.agents.transforms import apply_move
 from arbor.agents.transforms.knobs import parse_config
-from arbor.campaign import run_campaign
-from arbor.landscape import load_landscape
+from arbor.campaign.run import run_campaign
+from arbor.targets.landscape import load_landscape
 from arbor.spec import SpecError, load_spec, parse_spec
 from arbor.targets import make_adapter
 from arbor.targets.replay import knob_moves
@@ -113,7 +113,8 @@ def test_load_spec_from_yaml(tmp_path, landscape):
 
 def test_the_tree_index_knows_every_artifact_after_a_refresh(replayed):
     from arbor.search_tree.index import TreeIndex
-    from arbor.search_tree.store import artifact_sha, open_store
+    from arbor.search_tree import open_store
+    from arbor.search_tree.store import artifact_sha
 
     spec, _, _ = replayed
     store = open_store(spec.store_url())

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from arbor.search_tree.store import open_store
+from arbor.search_tree import open_store
 from benchmarks.common import quartiles
 from benchmarks.searchers import grid_configs, run_arbor, run_grid, run_random, run_tpe
 from benchmarks.synthetic import make_landscape

@@ -16,7 +16,7 @@ import sys
 import pytest
 
 from arbor.sandbox import isolation
-from arbor.search_tree.store import open_store
+from arbor.search_tree import open_store
 
 from .conftest import SECRET
 from .helpers import connections, leftovers

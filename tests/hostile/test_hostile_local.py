@@ -9,7 +9,7 @@ import pytest
 
 from arbor.sandbox import isolation
 from arbor.sandbox.kernel_protocol import KernelRequest, measure_kernel
-from arbor.sandbox.runner import LocalRunner
+from arbor.sandbox.local_runner import LocalRunner
 
 from .candidates import PROBLEM, hostiles
 from .conftest import SECRET

@@ -17,7 +17,8 @@ import pytest
 from arbor.sandbox.clocks import ClockGuard, ClockTargets
 from arbor.sandbox.gpu_control import (AmdSmiBackend, ClockError, GpuState, NvidiaSmiBackend, NvmlBackend,
                                        decode_throttle, open_backend)
-from arbor.sandbox.runner import Job, LocalRunner
+from arbor.sandbox.local_runner import LocalRunner
+from arbor.sandbox.runner import Job
 
 
 class FakeGpu:
@@ -311,8 +312,8 @@ def test_sigterm_restores_clocks(tmp_path):
 
 
 def test_campaign_records_lock_and_restores_after_a_crash(tmp_path, monkeypatch):
-    import arbor.sandbox_setup as setup
-    from arbor.search_tree.store import open_store
+    import arbor.campaign.sandbox_setup as setup
+    from arbor.search_tree import open_store
     from arbor.spec import parse_spec
 
     gpu = FakeGpu()

@@ -8,7 +8,7 @@ import json
 import pytest
 import yaml
 
-from arbor.search_tree.store import open_store
+from arbor.search_tree import open_store
 from tests.arbor.helpers import arbor
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]

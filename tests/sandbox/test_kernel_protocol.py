@@ -13,7 +13,7 @@ from arbor.sandbox.kernel_protocol import (
     build_job,
     measure_kernel,
 )
-from arbor.sandbox.runner import LocalRunner
+from arbor.sandbox.local_runner import LocalRunner
 
 DATA = Path(__file__).parent / "data"
 PROBLEM = (DATA / "gelu_problem.py").read_text()

@@ -16,7 +16,8 @@ import pytest
 
 from arbor.sandbox import isolation
 from arbor.sandbox.proctree import cgroup_available
-from arbor.sandbox.runner import Job, JobResult, LocalRunner, SandboxError, make_runner
+from arbor.sandbox.local_runner import LocalRunner
+from arbor.sandbox.runner import Job, JobResult, SandboxError, make_runner
 
 from tests.hostile.helpers import job_processes
 
@@ -221,7 +222,8 @@ def test_file_size_limit(runner):
 
 _ORPHAN_SCRIPT = """
 import sys
-from arbor.sandbox.runner import Job, LocalRunner
+from arbor.sandbox.local_runner import LocalRunner
+from arbor.sandbox.runner import Job
 code = '''
 import os, time
 if os.fork() == 0:

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from arbor.search_tree.index import TreeIndex
-from arbor.search_tree.store import open_store
+from arbor.search_tree import open_store
 from arbor.search_tree.tree import build_stats
 
 

@@ -8,8 +8,9 @@ import pytest
 from sqlalchemy import create_engine, text
 from sqlalchemy.exc import DBAPIError
 
-from arbor.search_tree.migrate import head_revision
-from arbor.search_tree.store import DuplicateArtifact, IllegalTransition, StoreError, artifact_sha, open_store
+from arbor.search_tree.sql.migrate import head_revision
+from arbor.search_tree import open_store
+from arbor.search_tree.store import DuplicateArtifact, IllegalTransition, StoreError, artifact_sha
 
 URLS = ["sqlite"] + (["pg"] if os.environ.get("ARBOR_TEST_PG_URL") else [])
 
@@ -107,11 +108,16 @@ def test_orphans_of_dead_owner_requeued(store):
     store.transition(n.id, "queued")
     store.start_running(n.id, "me")
     # alive (this process) and fresh: stays running
-    assert store.requeue_orphans(c.id, stale_after_s=60) == []
-    # a dead pid on this host: re-queued at once
+    seen = []
+    alive = lambda pid: seen.append(pid) or pid != 999999999  # noqa: E731 - the caller's process check
+    assert store.requeue_orphans(c.id, stale_after_s=60, pid_alive=alive) == []
+    assert seen == [os.getpid()]  # asked about the lease's pid
+    # a dead pid on this host: re-queued at once, but only by a caller that can tell (the store
+    # itself knows leases, not processes)
     with store.engine.begin() as conn:
         conn.execute(text("update leases set pid = 999999999"))
-    assert store.requeue_orphans(c.id, stale_after_s=60) == [n.id]
+    assert store.requeue_orphans(c.id, stale_after_s=60) == []
+    assert store.requeue_orphans(c.id, stale_after_s=60, pid_alive=alive) == [n.id]
     assert store.get_node(n.id).state == "queued"
     assert any(e.kind == "requeued" for e in store.events(c.id))
 

@@ -1,4 +1,4 @@
-"""The answer is computed into an intermediate that is freed on return (ANCHORS #1 bait)."""
+"""The answer is computed into an intermediate that is freed on return (reward hack #1 bait)."""
 
 import torch
 import torch.nn as nn

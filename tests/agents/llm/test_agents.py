@@ -8,17 +8,16 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from arbor.agents.critic.critic import Judgement
+from arbor.agents.contracts import Critic, Directive, Judgement
+from arbor.agents.critic.narrator import LLMCritic
 from arbor.agents.llm import BudgetConfig, LLMRuntime, RoleConfig
-from arbor.agents.llm.critic import LLMCritic
-from arbor.agents.llm.kernel_specialist import LLMKernelSpecialist
-from arbor.agents.llm.orchestrator import LLMOrchestrator
-from arbor.agents.llm.specialist_base import Directive
+from arbor.agents.orchestrator.llm import LLMOrchestrator
 from arbor.agents.skills import kernel_moves, load_skills
 from arbor.agents.specialists.kernel_heuristic import HeuristicKernelSpecialist
+from arbor.agents.specialists.kernel_llm import LLMKernelSpecialist
 from arbor.agents.transforms import to_modelnew
+from arbor.search_tree import open_store
 from arbor.search_tree.policies import make_policy
-from arbor.search_tree.store import open_store
 
 from .kernel_script import FAST, NARRATIVE, SYNTAX
 from .scripted_server import ScriptedServer, ok
@@ -151,11 +150,14 @@ def test_specialist_sends_back_sources_that_repeat_the_tree_or_lack_modelnew(tre
     assert kinds.count("llm_no_proposal") == 1
 
 
-class FakeGateCritic:
+class FakeGateCritic(Critic):
     name = "critic"
     config = "cfg"
 
     def judge(self, *a):
+        raise AssertionError("not used")
+
+    def static_check(self, *a):
         raise AssertionError("not used")
 
 
@@ -169,7 +171,7 @@ def test_critic_narrative_never_changes_the_verdict(tree, final):
     with ScriptedServer(lambda r: ok({**NARRATIVE, "decision": "accept", "final_state": "accepted"})) as server:
         critic = LLMCritic(FakeGateCritic(), None, tree.runtime, load_skills(), "gelu_gate on cpu")
         critic.client = tree.runtime.client(cfg(server.url, "critic"), critic.agent)
-        out = critic.narrate(node, j, SYNTAX, FAST, tree.runtime.last_measurement(node.id))
+        out = critic.narrate(node, j, SYNTAX, lambda: FAST, tree.runtime.last_measurement(node.id))
         n_calls = len(server.chat_requests())
         prompt = server.chat_requests()[0].text if n_calls else ""
     assert (out.decision, out.diagnosis, out.final_state, out.value, out.reason) == \
@@ -189,7 +191,7 @@ def test_narrator_failure_leaves_the_verdict_alone(tree):
     with ScriptedServer(lambda r: ok({"root_cause": 5})) as server:  # never valid
         critic = LLMCritic(FakeGateCritic(), None, tree.runtime, [], "t")
         critic.client = tree.runtime.client(cfg(server.url, "critic"), critic.agent)
-        assert critic.narrate(node, j, SYNTAX, None, None) is j
+        assert critic.narrate(node, j, SYNTAX, lambda: None, None) is j
     ev = [e for e in tree.store.events(tree.cid) if e.kind == "llm_no_narrative"]
     assert ev and "invalid output" in ev[0].payload["error"]
     assert tree.runtime.state().failures_in_row == 1

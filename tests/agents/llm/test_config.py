@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from arbor.cli import app
-from arbor.llm_setup import llm_roles, role_config
+from arbor.campaign.llm_setup import llm_roles, role_config
 from arbor.spec import SpecError, parse_spec
 
 BASE = {"name": "x", "target": {"problem": "problems/gelu_gate.py"}}

@@ -14,9 +14,9 @@ import pytest
 from rich.console import Console
 
 from arbor.agents.llm.audit import unpack
-from arbor.campaign import run_campaign
-from arbor.reporting import Reporter
-from arbor.search_tree.store import open_store
+from arbor.campaign.run import run_campaign
+from arbor.cli.terminal import Reporter
+from arbor.search_tree import open_store
 from arbor.spec import load_spec
 
 from .kernel_script import BROKEN, FAST, SYNTAX, KernelScript, llm_spec, variant

@@ -12,8 +12,8 @@ import yaml
 
 from arbor.agents.llm.audit import unpack
 from arbor.agents.transforms.knobs import canonical_config, parse_config
-from arbor.campaign import run_campaign
-from arbor.search_tree.store import open_store
+from arbor.campaign.run import run_campaign
+from arbor.search_tree import open_store
 from arbor.spec import load_spec
 
 from .scripted_server import ScriptedServer, ok

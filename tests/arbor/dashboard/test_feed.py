@@ -9,9 +9,11 @@ from datetime import timedelta
 import pytest
 from rich.console import Console
 
-from arbor.dashboard import CampaignFeed, render_frame, resolve_source
+from arbor.campaign.source import resolve_source
+from arbor.dashboard import CampaignFeed, render_frame
 from arbor.dashboard.charts import column_chart, fit, sparkline
-from arbor.search_tree.store import StoreError, open_store
+from arbor.search_tree import open_store
+from arbor.search_tree.store import StoreError
 
 
 def _text(feed: CampaignFeed, width: int = 140, height: int = 40) -> str:

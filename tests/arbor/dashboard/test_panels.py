@@ -7,9 +7,10 @@ import io
 import pytest
 from rich.console import Console
 
-from arbor.dashboard import CampaignFeed, Dashboard, render_frame, resolve_source
+from arbor.campaign.source import resolve_source
+from arbor.dashboard import CampaignFeed, Dashboard, render_frame
 from arbor.dashboard.feed import verdict_stats
-from arbor.search_tree.store import open_store
+from arbor.search_tree import open_store
 
 PANEL_TITLES = ("progress vs budget", "environment", "best speedup over time", "tree",
                 "latest verdicts", "agent activity")

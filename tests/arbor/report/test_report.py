@@ -11,7 +11,7 @@ import pytest
 
 from arbor.report import load, write_report
 from arbor.report.data import fingerprint_id
-from arbor.search_tree.store import open_store
+from arbor.search_tree import open_store
 from tests.arbor.helpers import arbor, arbor_json
 
 

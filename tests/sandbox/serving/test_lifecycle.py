@@ -12,7 +12,8 @@ import time
 
 import pytest
 
-from arbor.sandbox.serving.leases import LEASE_ENV, cleanup_stale, lease_processes, process_alive
+from arbor.sandbox.proctree import pid_alive
+from arbor.sandbox.serving.leases import LEASE_ENV, cleanup_stale, lease_processes
 from arbor.sandbox.serving.lifecycle import ServerConfig, ServerStartError, start_servers
 
 from .conftest import scripted_argv
@@ -36,7 +37,7 @@ def start(argv, tmp_path, **kw):
 def gone(pids, timeout=5.0) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if not any(process_alive(p) for p in pids):
+        if not any(pid_alive(p) for p in pids):
             return True
         time.sleep(0.05)
     return False
@@ -64,7 +65,7 @@ def test_startup_hang_times_out_and_is_killed(tmp_path):
             start_servers([cfg], registry)
         finally:
             pid = registry[0].pid
-            assert process_alive(pid)
+            assert pid_alive(pid)
             registry[0].stop()
     assert e.value.error_class == "timeout" and time.monotonic() - t0 < 15
     assert gone([pid])
@@ -78,7 +79,7 @@ def test_stop_kills_children_and_escaped_grandchildren(tmp_path):
     (s,) = start_servers([cfg], registry)
     try:
         pids = json.loads(pid_file.read_text())
-        assert len(pids) == 3 and all(process_alive(p) for p in pids)
+        assert len(pids) == 3 and all(pid_alive(p) for p in pids)
         assert s.base_url.startswith("http://127.0.0.1:")
         assert sorted(lease_processes(s.token)) == sorted(pids)  # the token reaches the setsid'd one
         assert os.getpgid(pids[2]) != os.getpgid(pids[0])  # the grandchild left the group
@@ -117,7 +118,7 @@ def test_kill_9_of_the_parent_leaves_nothing_after_the_next_start(tmp_path):
         parent.send_signal(signal.SIGKILL)
         parent.wait()
         assert gone([pids[0]]), "PDEATHSIG did not take the server down with its parent"
-        assert process_alive(pids[2])  # the escaped grandchild outlives it ...
+        assert pid_alive(pids[2])  # the escaped grandchild outlives it ...
         killed = cleanup_stale(tmp_path / "leases")
         assert pids[2] in killed  # ... until the next start sweeps the lease
         assert gone(pids)
@@ -126,7 +127,7 @@ def test_kill_9_of_the_parent_leaves_nothing_after_the_next_start(tmp_path):
         if parent.poll() is None:
             parent.kill()
         for p in json.loads(pid_file.read_text()) if pid_file.exists() else []:
-            if process_alive(p):
+            if pid_alive(p):
                 os.kill(p, signal.SIGKILL)
 
 
@@ -137,7 +138,7 @@ def test_a_live_owners_lease_is_left_alone(tmp_path):
     pid = s.pid
     try:
         assert cleanup_stale(tmp_path / "leases") == []  # our own, running server
-        assert process_alive(pid)
+        assert pid_alive(pid)
     finally:
         s.stop()
     assert gone([pid])

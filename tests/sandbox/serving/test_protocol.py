@@ -4,7 +4,7 @@ accuracy probe, Ctrl-C — and never a server left behind."""
 import pytest
 
 from arbor.sandbox.serving import protocol
-from arbor.sandbox.serving.leases import process_alive
+from arbor.sandbox.proctree import pid_alive
 from arbor.sandbox.serving.lifecycle import ServerConfig
 from arbor.sandbox.serving.loadgen import Level, LoadConfig
 from arbor.sandbox.serving.metrics import Slo
@@ -96,7 +96,7 @@ def test_ctrl_c_stops_both_servers_and_propagates(tmp_path, monkeypatch):
     monkeypatch.setattr(protocol, "start_servers", spy)
     with pytest.raises(KeyboardInterrupt):
         measure_serving(request(tmp_path))
-    assert len(seen) == 2 and not any(process_alive(p) for p in seen)
+    assert len(seen) == 2 and not any(pid_alive(p) for p in seen)
     assert no_leases(tmp_path)
 
 

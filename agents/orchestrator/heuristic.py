@@ -1,0 +1,101 @@
+"""Heuristic Orchestrator: picks the frontier node to expand and hands it to a Specialist.
+
+It cannot accept anything (only the Critic writes accept verdicts); it only reads the tree.
+Expandable nodes are the baseline and accepted nodes that still have untried moves.
+
+Selection runs on the incremental ``TreeIndex``: the policy scores every expandable node from
+prior *bounds*, and only the current winner's untried moves are actually computed (transforms are
+cached per artifact). When the exact prior lowers the winner's score, we score again; the loop
+ends when the winner is exact, which is the node an exhaustive pass would have chosen.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Callable
+
+import numpy as np
+
+from arbor.agents.contracts import Orchestrator, Selection, Specialist
+from arbor.agents.priors import OutcomeIndex
+from arbor.search_tree.index import TreeIndex
+from arbor.search_tree.policies import Policy
+from arbor.search_tree.records import NodeRecord
+
+MAX_ROUNDS = 10_000
+# Exact priors computed per selection before settling for the best exact candidate found so far.
+# After a family win raises every bound in a tree of 1e5 nodes, an exhaustive pass needed over a
+# thousand exact priors (1-3 s per step, cold caches); capped, a step stays bounded and the
+# remaining candidates are made exact in later steps as their bounds come up.
+MAX_EXACT = 16
+
+
+class HeuristicOrchestrator(Orchestrator):
+    name = "orchestrator-heuristic"
+
+    def __init__(self, policy: Policy, specialist: Specialist, seed: int = 0):
+        self.policy = policy
+        self.specialist = specialist
+        self.seed = seed
+        self.outcomes = OutcomeIndex()
+        self._rise: float | None = None
+        self._index: TreeIndex | None = None
+
+    def attach(self, index: TreeIndex) -> None:
+        """Follow ``index``: every finished node it learns about updates the outcome priors."""
+        self._index = index
+        self.outcomes.ancestors_of = index.ancestors
+        index.on_finish.append(self._observe)
+
+    def _observe(self, node: NodeRecord) -> None:
+        rise = self.outcomes.observe(node)
+        if rise is not None:
+            self._rise = max(self._rise or 1.0, rise)
+
+    def select(self, index: TreeIndex, source_of: Callable[[str], str], is_known: Callable[[str], bool],
+               step: int) -> Selection | None:
+        if self._index is not index:
+            self.attach(index)
+        if self._rise is not None:  # outcomes changed since the last step: bounds again
+            index.invalidate_priors(self._rise)
+            self._rise = None
+        rng = random.Random(f"{self.seed}:select:{step}")
+        rows, q, value, visits, pv, prior = index.candidate_arrays()
+        if len(rows) == 0:
+            return None
+        # Scores are computed once; each round changes one entry's prior, so only that entry is
+        # re-scored (a full pass per round cost seconds at 1e5 nodes after a family win raised
+        # every bound).
+        prior = np.array(prior, dtype=float)
+        total = int(np.max(pv))
+        scores = np.array(self.policy.scores(q, value, visits, pv, prior, total, rng), dtype=float)
+        fallback: tuple[float, int, list] | None = None  # (exact score, entry, options) of the best seen
+        for rounds in range(MAX_ROUNDS):
+            top_score = scores.max()
+            if top_score == -np.inf:
+                return None
+            if rounds >= MAX_EXACT and fallback is not None:
+                i, options = fallback[1], fallback[2]
+                node = index.node(int(rows[i]))
+                return Selection(node, options, f"{self.policy.name}: node {node.id} (Q={q[i]:.3f}, "
+                                 f"N={int(visits[i])}, P={prior[i]:.2f}, best of {MAX_EXACT} exact priors)")
+            top = np.flatnonzero(scores >= top_score - 1e-12)
+            i = int(top[0]) if len(top) == 1 else int(top[rng.randrange(len(top))])
+            row = int(rows[i])
+            node = index.node(row)
+            options = self.specialist.options(node, source_of(node.artifact_sha), index.tried.get(row, set()),
+                                              is_known, self.outcomes)
+            best_prior = options[0].prior if options else 0.0
+            was = prior[i]
+            index.set_prior(row, best_prior)
+            if options and best_prior >= was - 1e-12:
+                note = (f"{self.policy.name}: node {node.id} (Q={q[i]:.3f}, N={int(visits[i])}, "
+                        f"P={best_prior:.2f}, {len(rows)} expandable)")
+                return Selection(node, options, note)
+            prior[i] = best_prior
+            one = slice(i, i + 1)
+            scores[i] = (self.policy.scores(q[one], value[one], visits[one], pv[one], prior[one], total, rng)[0]
+                         if options else -np.inf)
+            if options and (fallback is None or scores[i] > fallback[0]):
+                fallback = (float(scores[i]), i, options)
+        return None

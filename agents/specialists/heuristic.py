@@ -1,0 +1,101 @@
+"""What the offline (move-applying) Specialists share: priors from outcomes, applying a move once
+per parent source, the seeded ranking and the proposal record.
+
+Deterministic for a seed: candidates are ordered by adjusted prior, ties broken by a seeded
+shuffle. Transforms are pure functions of the source, so their results are cached by
+(source sha, move id) and each is computed once per process. Kernel and serving specialists
+differ only in which moves a parent admits (``gate``), which results are valid (``valid``) and
+how a move is described (``describe``).
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Callable
+
+from arbor.agents.contracts import Option, Proposal, Specialist
+from arbor.agents.priors import ALTERNATIVE_TO_WIN, OutcomeIndex, alternative_to_win
+from arbor.agents.skills import MoveSpec
+from arbor.agents.transforms import apply_move
+from arbor.search_tree.records import NodeRecord
+from arbor.search_tree.store import artifact_sha
+
+
+class HeuristicSpecialist(Specialist):
+    name = "specialist-heuristic"
+
+    def __init__(self, moves: list[MoveSpec], seed: int = 0):
+        self.moves = list(moves)
+        self.by_id = {m.id: m for m in self.moves}
+        self.seed = seed
+        self._cache: dict[tuple[str, str], str | None] = {}
+
+    # --- what varies by target kind -------------------------------------------------------
+    def env(self, parent: NodeRecord, parent_source: str) -> dict | None:
+        """What ``gate`` may read about the parent (computed once per ``options`` call)."""
+        return None
+
+    def gate(self, move: MoveSpec, prior: float, env: dict | None) -> tuple[float, str] | None:
+        """Whether ``move`` is offered below this parent: None (not offered) or its prior with
+        the reason it is offered."""
+        return prior, ""
+
+    def valid(self, new_source: str) -> bool:
+        """Whether a move's result may be measured at all."""
+        return True
+
+    def describe(self, move: MoveSpec) -> str:
+        return move.description or move.transform
+
+    # --- shared ----------------------------------------------------------------------------
+    def _apply(self, parent_sha: str, parent_source: str, move: MoveSpec) -> str | None:
+        key = (parent_sha, move.id)
+        if key not in self._cache:
+            try:
+                self._cache[key] = apply_move(parent_source, move.transform, move.params)
+            except Exception:  # a transform that cannot handle this source is simply not applicable
+                self._cache[key] = None
+        return self._cache[key]
+
+    def prior(self, move: MoveSpec, parent: NodeRecord, tried: set[str], outcomes: OutcomeIndex) -> float:
+        """The move's prior below ``parent`` from outcomes so far (0: tried, or ruled out)."""
+        if move.id in tried:
+            return 0.0
+        prior = outcomes.adjust(move.id, move.family, move.prior, parent.id)
+        if prior > 0 and alternative_to_win(move, parent, self.by_id):
+            prior *= ALTERNATIVE_TO_WIN
+        return prior
+
+    def options(self, parent: NodeRecord, parent_source: str, tried: set[str],
+                is_known: Callable[[str], bool], outcomes: OutcomeIndex | None) -> list[Option]:
+        """Untried moves at ``parent`` with their adjusted priors, best first. A move whose
+        result is already in the tree (reached by another path) counts as tried."""
+        outcomes = outcomes if outcomes is not None else OutcomeIndex()
+        env = self.env(parent, parent_source)
+        out = []
+        for move in self.moves:
+            prior = self.prior(move, parent, tried, outcomes)
+            if prior <= 0:
+                continue
+            gated = self.gate(move, prior, env)
+            if gated is None:
+                continue
+            prior, why = gated
+            new = self._apply(parent.artifact_sha, parent_source, move)
+            if new is None or not self.valid(new) or is_known(artifact_sha(new)):
+                continue
+            out.append(Option(move, new, prior, why))
+        rng = random.Random(f"{self.seed}:{parent.id}")
+        rng.shuffle(out)
+        out.sort(key=lambda o: -o.prior)  # stable: equal priors keep the seeded order
+        return out
+
+    def propose(self, parent: NodeRecord, options: list, k: int = 1) -> list[Proposal]:
+        proposals = []
+        for opt in options[:k]:
+            why = f" — {opt.why}" if opt.why else ""
+            proposals.append(Proposal(
+                source=opt.source, move_id=opt.move.id, family=opt.move.family,
+                hypothesis=f"{opt.move.id} on node {parent.id}: {self.describe(opt.move)}{why}",
+                prior=opt.prior, predicted_gain=opt.prior))
+        return proposals

@@ -1,0 +1,167 @@
+"""Setting up, resuming and summarising a campaign: the glue between the spec, the store,
+the agents and the sandbox. The loop itself lives in ``graph.py``; this module only decides
+what to hand it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from arbor.agents.skills import load_skills
+from arbor.sandbox.proctree import pid_alive
+from arbor.search_tree import open_store
+from arbor.search_tree.store import Store
+from arbor.spec import CampaignSpec
+from arbor.targets import make_adapter, traits
+
+from .agent_setup import build_agents
+from .context import Context
+from .graph import run_loop
+from .sandbox_setup import open_sandbox
+from .steps import best_node
+from .verify import read_final_verification
+
+STALE_LEASE_S = 60.0
+
+
+@dataclass
+class Summary:
+    campaign: str
+    status: str
+    stop_reason: str | None
+    baseline_s: float | None
+    best_s: float | None
+    speedup: float | None
+    ci: tuple[float, float] | None
+    best_node: int | None
+    counts: dict[str, int]
+    measurements: int
+    elapsed_s: float
+    best_path: str | None
+    serving: dict | None = None  # serving campaigns: objective, Pareto improvement, both fronts
+    llm: dict | None = None  # LLM agents: prompt/completion tokens and USD spent (None: no LLM calls)
+    verified: dict | None = None  # final verification of the best: its node, speedups, median
+
+    def to_dict(self) -> dict:
+        d = dict(self.__dict__)
+        d["ci"] = list(self.ci) if self.ci else None
+        return d
+
+
+def build_context(spec: CampaignSpec, store: Store, report: Callable[[str, dict], None]) -> Context:
+    target = make_adapter(spec)
+    target.validate()
+    campaign = store.get_or_create_campaign(spec.name, target.kind, spec.model_dump(mode="json"))
+    agents = build_agents(spec, target, load_skills(spec.skill_dirs()), store=store, campaign_id=campaign.id)
+    runner = open_sandbox(spec, store, campaign.id, report)  # runner + clock guard, per spec.sandbox
+    ctx = Context(spec=spec, store=store, campaign=campaign, target=target, runner=runner,
+                  critic=agents.critic, orchestrator=agents.orchestrator, specialist=agents.specialist,
+                  report=report, llm=agents.llm)
+    for ev in store.events(campaign.id, limit=1_000_000, kinds=["baseline"]):
+        ctx.noise_floor = float(ev.payload.get("noise_floor", 0.0))
+    return ctx
+
+
+def ensure_root(ctx: Context) -> None:
+    if ctx.campaign.root_node_id is not None:
+        return
+    source = ctx.target.root_source()
+    sha = ctx.store.put_artifact(source, ctx.target.artifact_kind)
+    node = ctx.store.find_node(ctx.cid, sha) or ctx.store.add_node(
+        ctx.cid, sha, "baseline", hypothesis="the reference implementation (A/A: sets the noise floor)")
+    ctx.campaign = ctx.store.update_campaign(ctx.cid, root_node_id=node.id)
+    ctx.store.append_event(ctx.cid, "campaign_created", {"target": ctx.target.describe()}, agent="loop")
+
+
+def run_campaign(spec: CampaignSpec, report: Callable[[str, dict], None], store: Store | None = None) -> Summary:
+    own_store = store is None
+    store = store or open_store(spec.store_url())
+    ctx = None
+    try:
+        ctx = build_context(spec, store, report)
+        requeued = store.requeue_orphans(ctx.cid, STALE_LEASE_S, pid_alive=pid_alive)
+        if requeued:
+            report("requeued", {"nodes": requeued})
+        ensure_root(ctx)
+        store.update_campaign(ctx.cid, status="running")
+        store.append_event(ctx.cid, "run_started", {"owner": ctx.owner, "requeued": requeued}, agent="loop")
+        steps_done = max((n.step for n in store.nodes(ctx.cid)), default=0) + 1
+        try:
+            reason = run_loop(ctx, spec.runs_dir() / "checkpoints.sqlite", steps_done)
+        except KeyboardInterrupt:
+            ctx.flush_elapsed()
+            store.update_campaign(ctx.cid, status="interrupted", stop_reason="interrupted by the user")
+            store.append_event(ctx.cid, "run_interrupted", {}, agent="loop")
+            raise
+        finally:
+            ctx.runner.close()
+        ctx.flush_elapsed()
+        store.update_campaign(ctx.cid, status="finished", stop_reason=reason)
+        store.append_event(ctx.cid, "run_finished", {"stop_reason": reason}, agent="loop")
+        return summarize(store, spec.name, write_best_to=spec.runs_dir())
+    finally:
+        if ctx is not None:
+            ctx.runner.close()  # idempotent; also covers a failure before the loop started
+        if own_store:
+            store.close()
+
+
+def summarize(store: Store, name: str, write_best_to: Path | None = None) -> Summary:
+    camp = store.get_campaign(name)
+    nodes = store.nodes(camp.id)
+    root = next((n for n in nodes if n.id == camp.root_node_id), None)
+    best = best_node(nodes)
+    verified = read_final_verification(store, camp.id)
+    if verified and verified.get("best") is not None:  # the median of several measurements decides
+        best = next((n for n in nodes if n.id == verified["best"]), best)
+        verified = next((v for v in verified["nodes"] if v["node_id"] == best.id), None)
+    else:
+        verified = None
+    baseline_s = best_s = None
+    ci = None
+    if root is not None:
+        ms = [m for m in store.measurements(root.id) if m.status == "ok"]
+        if ms:
+            import statistics
+
+            baseline_s = statistics.median(ms[-1].baseline_samples)
+    if best is not None and best.parent_id is not None:
+        stats = _accepted_stats(store, best.id)
+        if stats:
+            best_s = stats.get("candidate_median_s")
+            ci = (stats.get("ci_low"), stats.get("ci_high"))
+    elif best is not None:
+        best_s = baseline_s
+    kind = traits(camp.kind)
+    serving = kind.objective_summary(store, camp.root_node_id, best)
+    if not kind.reports_times:
+        baseline_s = best_s = None
+    path = None
+    if best is not None and write_best_to is not None:
+        write_best_to.mkdir(parents=True, exist_ok=True)
+        out = write_best_to / kind.best_artifact_name
+        out.write_text(store.get_artifact(best.artifact_sha))
+        path = str(out)
+    totals = store.event_totals(camp.id)
+    used = totals["prompt_tokens"] or totals["completion_tokens"] or totals["cost_usd"]
+    llm = {k: totals[k] for k in ("prompt_tokens", "completion_tokens", "cost_usd")} if used else None
+    return Summary(
+        campaign=name, status=camp.status, stop_reason=camp.stop_reason, baseline_s=baseline_s,
+        best_s=best_s, speedup=(verified["speedup"] if verified else
+                                math.exp(best.value) if best and best.value is not None else None),
+        ci=ci, best_node=best.id if best else None, counts=store.count_by_state(camp.id),
+        measurements=store.measurement_count(camp.id), elapsed_s=camp.elapsed_s, best_path=path,
+        serving=serving, llm=llm, verified=verified,
+    )
+
+
+def _accepted_stats(store: Store, node_id: int) -> dict | None:
+    for v in reversed(store.verdicts(node_id)):
+        if v.decision == "accept":
+            for g in v.gates:
+                if "stats" in g:
+                    return g["stats"]
+    return None

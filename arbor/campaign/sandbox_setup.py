@@ -1,0 +1,115 @@
+"""Opening a campaign's sandbox: the runner its spec asks for, clock control, and their records.
+
+The sandbox package never touches the store (dependencies point one way), so this glue writes
+what the store must remember about the machine:
+
+* ``sandbox_notice`` — isolation this machine could not provide (shown as a warning as well);
+* ``clocks_locked`` / ``clocks_restored`` — a lock without its restore means an Arbor died with
+  the GPU pinned; the next start on this host restores it before doing anything else.
+"""
+
+from __future__ import annotations
+
+import socket
+from typing import Callable
+
+from arbor.sandbox.clocks import ClockGuard, ClockTargets
+from arbor.sandbox.gpu_control import ClockError, open_backend
+from arbor.sandbox.runner import Runner, make_runner
+from arbor.search_tree.store import Store
+
+from arbor.spec import CampaignSpec
+
+__all__ = ["open_sandbox", "runner_options", "restore_stale_clocks"]
+
+Report = Callable[[str, dict], None]
+
+
+def _device(spec: CampaignSpec) -> str:
+    return str(getattr(spec.target, "device", "cpu") or "cpu")
+
+
+def runner_options(spec: CampaignSpec) -> dict:
+    """``make_runner`` keyword arguments for ``spec.sandbox`` (kind-specific)."""
+    sb = spec.sandbox
+    max_file = int(sb.max_file_mb * (1 << 20)) if sb.max_file_mb else None
+    if sb.kind == "docker":
+        d = sb.docker
+        return dict(image=d.image, campaign=spec.name, device=_device(spec), memory_gb=sb.memory_gb,
+                    cpus=d.cpus, pids_limit=d.pids_limit, tmpfs_mb=d.tmpfs_mb, warm=d.warm, build=d.build,
+                    base_url=d.base_url, python=d.python, max_open_files=sb.max_open_files,
+                    max_file_bytes=max_file)
+    return dict(network=sb.network, filesystem=sb.filesystem, max_processes=sb.max_processes,
+                max_open_files=sb.max_open_files, max_file_bytes=max_file)
+
+
+def restore_stale_clocks(store: Store, campaign_id: int, backend_factory: Callable, report: Report) -> int:
+    """Undo clock locks that a dead Arbor on this host left behind. Returns how many."""
+    host = socket.gethostname()
+    pending: dict[tuple[str, str], tuple[int, dict]] = {}
+    for camp in store.list_campaigns():
+        for ev in store.events(camp.id, limit=100_000, kinds=("clocks_locked", "clocks_restored")):
+            p = ev.payload or {}
+            if p.get("host") != host:
+                continue
+            key = (str(p.get("uuid") or p.get("index")), str(p.get("backend")))
+            if ev.kind == "clocks_locked":
+                pending[key] = (camp.id, p)
+            else:
+                pending.pop(key, None)
+    restored = 0
+    for (_uuid, _backend), (owner_cid, rec) in pending.items():
+        try:
+            backend = backend_factory()
+            backend.reset(int(rec.get("index", 0)))
+            ok, err = True, None
+        except ClockError as exc:
+            ok, err = False, str(exc)
+        payload = {**rec, "reason": "left locked by a run that died", "ok": ok, "error": err}
+        store.append_event(owner_cid, "clocks_restored", payload, agent="sandbox")
+        if owner_cid != campaign_id:
+            store.append_event(campaign_id, "clocks_restored", payload, agent="sandbox")
+        report("sandbox_warning", {"text": f"restored GPU clocks left locked by a dead run ({'ok' if ok else err})"})
+        restored += 1
+    return restored
+
+
+def open_sandbox(spec: CampaignSpec, store: Store, campaign_id: int, report: Report) -> Runner:
+    """The campaign's runner with its clock guard attached; raises SandboxError (one line)."""
+    runner = make_runner(spec.sandbox.kind, **runner_options(spec))
+    try:
+        sb = spec.sandbox
+        t = sb.clock_targets
+        host = socket.gethostname()
+
+        def backend_factory():  # type: ignore[no-untyped-def]
+            return open_backend(sb.gpu_backend)
+
+        def on_lock(rec: dict) -> None:
+            store.append_event(campaign_id, "clocks_locked", {**rec, "host": host}, agent="sandbox")
+
+        def on_restore(rec: dict) -> None:
+            store.append_event(campaign_id, "clocks_restored", {**rec, "host": host}, agent="sandbox")
+
+        device = _device(spec)
+        if device.startswith("cuda"):
+            restore_stale_clocks(store, campaign_id, backend_factory, report)
+        guard = ClockGuard(sb.clocks, device, ClockTargets(t.graphics_mhz, t.memory_mhz, t.tolerance_mhz,
+                                                            t.settle_s),
+                           backend_factory=backend_factory, on_lock=on_lock, on_restore=on_restore)
+        locked = guard.start()
+        if locked is not None:
+            report("sandbox_info", {"text": f"GPU {locked['index']} clocks locked at "
+                                            f"{locked['graphics_mhz']}/{locked['memory_mhz']} MHz"})
+        notices = list(runner.notices)
+        if guard.gpu_error and device.startswith("cuda"):
+            notices.append(f"clocks not verified: {guard.gpu_error}")
+        for text in notices:
+            store.append_event(campaign_id, "sandbox_notice", {"text": text, "runner": runner.name},
+                               agent="sandbox")
+            report("sandbox_warning", {"text": text})
+        runner.hooks.append(guard)
+    except BaseException:
+        runner.close()
+        raise
+    return runner

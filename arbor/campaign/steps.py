@@ -1,0 +1,238 @@
+"""The six steps of a campaign (docs/architecture.md#loop) as plain functions of (Context, state).
+
+Each step reads what it needs from the store and commits what it did before returning, so the
+graph can be killed between any two of them. Steps are idempotent with respect to the store:
+a resumed campaign re-enters at ``select``, which first drains nodes left half-way
+(proposed → guard, queued → measure, measured → critique) before expanding anything new.
+"""
+
+from __future__ import annotations
+
+import statistics
+
+import threading
+from typing import TypedDict
+
+from arbor.agents.critic.gates import Evidence
+from arbor.agents.contracts import Judgement
+from arbor.search_tree.records import NodeRecord
+from arbor.search_tree.store import DuplicateArtifact
+
+from .context import Context
+from .stopping import llm_stop_reason, stop_reason
+
+
+class LoopState(TypedDict, total=False):
+    campaign_id: int
+    step: int
+    parent_id: int | None
+    node_ids: list[int]
+    stop_reason: str | None
+
+
+PENDING = ("proposed", "queued", "running", "measured")
+
+
+def best_node(nodes: list[NodeRecord]) -> NodeRecord | None:
+    accepted = [n for n in nodes if n.state == "accepted" and n.value is not None]
+    return max(accepted, key=lambda n: (n.value, -n.id)) if accepted else None
+
+
+# --- select ----------------------------------------------------------------------------
+def select(ctx: Context, state: LoopState) -> LoopState:
+    pending = [n.id for n in ctx.store.nodes(ctx.cid, states=PENDING)]
+    if pending:  # finish what a previous step (or a dead process) left half-way
+        return {"parent_id": None, "node_ids": pending, "stop_reason": None}
+    idx = ctx.index
+    idx.refresh(ctx.store)
+    elapsed = ctx.flush_elapsed()
+    reason = stop_reason(ctx.spec.budget, idx, ctx.evaluations(), elapsed) or llm_stop_reason(ctx.llm)
+    if reason is None:
+        # the index (just refreshed) rules out almost every sha without a query; the store confirms
+        is_known = lambda sha: idx.has_artifact(sha) and ctx.store.find_node(ctx.cid, sha) is not None  # noqa: E731
+        sel = ctx.orchestrator.select(idx, ctx.source, is_known, state.get("step", 0))
+        if sel is None:
+            reason = "exhausted: no untried move left on any accepted node"
+        else:
+            ctx.store.append_event(ctx.cid, "select", {"parent": sel.parent.id, "why": sel.score_note},
+                                   agent=ctx.orchestrator.name)
+            ctx.selection = sel  # handed to propose within this process only
+            return {"parent_id": sel.parent.id, "node_ids": [], "stop_reason": None}
+    return {"parent_id": None, "node_ids": [], "stop_reason": reason}
+
+
+# --- propose ---------------------------------------------------------------------------
+def propose(ctx: Context, state: LoopState) -> LoopState:
+    if state.get("node_ids"):
+        return {}
+    sel = ctx.selection
+    if sel is None or sel.parent.id != state.get("parent_id"):
+        return {"node_ids": []}
+    ctx.selection = None
+    ids = []
+    for prop in ctx.specialist.propose(sel.parent, sel.options, ctx.spec.agents.proposals_per_step):
+        sha = ctx.store.put_artifact(prop.source, ctx.target.artifact_kind)
+        try:
+            node = ctx.store.add_node(ctx.cid, sha, ctx.specialist.name, parent_id=sel.parent.id,
+                                      move_id=prop.move_id, family=prop.family, hypothesis=prop.hypothesis,
+                                      prior=prop.prior, predicted_gain=prop.predicted_gain,
+                                      step=state.get("step", 0))
+        except DuplicateArtifact:
+            continue
+        ctx.store.append_event(ctx.cid, "propose", {"move": prop.move_id, "prior": prop.prior,
+                                                    **prop.audit},  # LLM: reply event, mode, prompt
+                               node_id=node.id, agent=ctx.specialist.name)
+        ids.append(node.id)
+    return {"node_ids": ids}
+
+
+# --- guard -----------------------------------------------------------------------------
+def guard(ctx: Context, state: LoopState) -> LoopState:
+    for nid in state.get("node_ids", []):
+        node = ctx.store.get_node(nid)
+        if node.state != "proposed":
+            continue
+        verdict = None if node.parent_id is None else ctx.target.static_check(ctx.critic, ctx.source(node.artifact_sha))
+        if verdict is None:
+            ctx.store.transition(nid, "queued")
+        else:
+            _finish(ctx, node, verdict, measurement_id=None)
+    return {}
+
+
+# --- measure ---------------------------------------------------------------------------
+def _next_purpose(ctx: Context, nid: int) -> str:
+    verdicts = ctx.store.verdicts(nid)
+    if verdicts and verdicts[-1].decision == "remeasure":
+        return verdicts[-1].diagnosis if verdicts[-1].diagnosis in ("confirm", "tiebreak") else "remeasure"
+    return "primary"
+
+
+def measure(ctx: Context, state: LoopState) -> LoopState:
+    for nid in state.get("node_ids", []):
+        node = ctx.store.get_node(nid)
+        if node.state != "queued":
+            continue
+        attempt = len(ctx.store.measurements(nid)) + 1
+        purpose = _next_purpose(ctx, nid)
+        ctx.store.start_running(nid, ctx.owner)
+        ctx.report("measuring", {"node": node, "attempt": attempt, "purpose": purpose})
+        stop = threading.Event()
+        beat = threading.Thread(target=_heartbeat, args=(ctx, stop), daemon=True)
+        beat.start()
+        try:
+            result = ctx.target.measure(ctx.runner, ctx.source(node.artifact_sha))
+        finally:
+            stop.set()
+            beat.join()
+        ctx.store.record_measurement(nid, attempt, purpose, result, ctx.runner.name)
+        if attempt == 1 and node.parent_id is not None:
+            ctx.count_evaluation()
+    return {}
+
+
+def _heartbeat(ctx: Context, stop: threading.Event) -> None:
+    while not stop.wait(ctx.heartbeat_s):
+        try:
+            ctx.store.heartbeat(ctx.owner)
+        except Exception:  # a missed beat only makes the lease look stale sooner
+            pass
+
+
+# --- critique --------------------------------------------------------------------------
+def _evidence(ctx: Context, node: NodeRecord) -> tuple[Evidence, object]:
+    ms = ctx.store.measurements(node.id)
+    last = ms[-1]
+    verdicts = ctx.store.verdicts(node.id)
+    parent = ctx.store.get_node(node.parent_id) if node.parent_id else None
+    prev, earlier = None, []
+    if last.purpose in ("confirm", "tiebreak"):  # what the Critic computed for the attempts it asked about
+
+        def asked(diagnosis: str) -> float | None:
+            vs = [v for v in verdicts if v.diagnosis == diagnosis and v.measurement_id is not None]
+            return next((g["stats"] for g in (vs[-1].gates if vs else []) if "stats" in g), {}).get("speedup")
+
+        prev = asked("confirm")
+        if last.purpose == "tiebreak":
+            earlier = [x for x in (prev, asked("tiebreak")) if x is not None]
+    root_id = ctx.campaign.root_node_id
+    base_fp = base_ref = None
+    if root_id is not None and root_id != node.id:
+        root_ms = [m for m in ctx.store.measurements(root_id) if m.status == "ok"]
+        base_fp = root_ms[-1].fingerprint if root_ms else None
+        base_ref = statistics.median(root_ms[-1].baseline_samples) if root_ms and root_ms[-1].baseline_samples else None
+    ev = Evidence(
+        is_root=node.parent_id is None, attempt=last.attempt, purpose=last.purpose, status=last.status,
+        error_class=last.error_class, error_text=last.error_text, correctness=last.correctness or [],
+        parent_speedup=(parent.speedup or 1.0) if parent else 1.0,
+        best_speedup=ctx.index.best_speedup(),
+        noise_floor=ctx.noise_floor,
+        remeasures_done=sum(1 for v in verdicts if v.decision == "remeasure"
+                            and v.diagnosis in ("unstable", "env_drift")),
+        previous_speedup=prev, earlier_speedups=earlier, baseline_reference_s=base_ref,
+        fingerprint=last.fingerprint or {}, baseline_fingerprint=base_fp, facts=last.stats or {},
+    )
+    return ev, last
+
+
+def critique(ctx: Context, state: LoopState) -> LoopState:
+    for nid in state.get("node_ids", []):
+        node = ctx.store.get_node(nid)
+        if node.state != "measured":
+            continue
+        ctx.index.refresh(ctx.store)  # the best so far decides whether a win needs confirming
+        ev, m = _evidence(ctx, node)
+        j = ctx.target.judge(ctx.critic, ev, m)
+        # An LLM Critic may add a root-cause narrative, never change the verdict; the parent's
+        # source is read only by a critic that asks for it.
+        j = ctx.critic.narrate(node, j, ctx.source(node.artifact_sha), lambda: _parent_source(ctx, node), m)
+        _finish(ctx, node, j, measurement_id=m.id)
+    return {}
+
+
+def _parent_source(ctx: Context, node: NodeRecord) -> str | None:
+    return ctx.source(ctx.store.get_node(node.parent_id).artifact_sha) if node.parent_id else None
+
+
+def _finish(ctx: Context, node: NodeRecord, j: Judgement, measurement_id: int | None) -> None:
+    gates = j.gates + ([{"stats": j.stats}] if j.stats else [])
+    if j.final_state is None:  # remeasure: back to the queue with the verdict saying why
+        ctx.store.record_verdict(node.id, measurement_id, j.decision, j.diagnosis, j.reason, gates,
+                                 agent=ctx.critic.name, requeue=True)
+    else:
+        fields = {}
+        if j.final_state == "accepted":
+            fields = {"value": j.value, "speedup": j.speedup}
+        reason = j.reason if measurement_id is not None else f"[guard] {j.reason}"
+        ctx.store.record_verdict(node.id, measurement_id, j.decision, j.diagnosis, reason, gates,
+                                 agent=ctx.critic.name, final_state=j.final_state, **fields)
+        if node.parent_id is None and j.noise_floor is not None:
+            ctx.noise_floor = j.noise_floor
+            ctx.store.append_event(ctx.cid, "baseline", {"noise_floor": j.noise_floor, "stats": j.stats},
+                                   node_id=node.id, agent=ctx.critic.name)
+    ctx.report("verdict", {"node": ctx.store.get_node(node.id), "judgement": j})
+
+
+def requeued(ctx: Context, state: LoopState) -> bool:
+    return any(ctx.store.get_node(n).state == "queued" for n in state.get("node_ids", []))
+
+
+# --- update ----------------------------------------------------------------------------
+def update(ctx: Context, state: LoopState) -> LoopState:
+    ctx.flush_elapsed()
+    ctx.index.refresh(ctx.store)
+    best = ctx.index.best()
+    if best is not None and best.id in state.get("node_ids", []) and best.parent_id is not None:
+        ctx.store.append_event(ctx.cid, "new_best", {"node": best.id, "speedup": best.speedup},
+                               node_id=best.id, agent="loop")
+        ctx.report("new_best", {"node": best})
+    return {"step": state.get("step", 0) + 1, "node_ids": [], "parent_id": None}
+
+
+# --- finalize --------------------------------------------------------------------------
+def finalize(ctx: Context, state: LoopState) -> LoopState:
+    from .verify import run_final_verification
+
+    run_final_verification(ctx)
+    ctx.flush_elapsed()
+    return {}

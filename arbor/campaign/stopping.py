@@ -1,0 +1,49 @@
+"""Stop conditions, each recorded as the campaign's stop reason (docs/architecture.md#stopping)."""
+
+from __future__ import annotations
+
+from arbor.search_tree.index import TreeIndex
+from arbor.spec import Budget
+
+FAILED_DIAGNOSES = {"compile_error", "runtime_error", "timeout", "oom", "harness_error", "hack_suspected",
+                    "startup_failed"}
+
+
+def stop_reason(budget: Budget, index: TreeIndex, evals: int, elapsed_s: float) -> str | None:
+    """``evals`` counts candidates measured at least once (re-measurements and confirmations
+    finish a candidate already started and do not count against max_evaluations)."""
+    root = index.root()
+    if root is not None and root.state in ("rejected", "failed"):
+        fix = ("quiet the machine or raise critic.max_cv" if root.diagnosis == "unstable"
+               else "check that the problem runs on its own")
+        return f"baseline {root.diagnosis}: {root.reason} — {fix}"
+    if evals >= budget.max_evaluations:
+        return f"budget: {evals} evaluations (max_evaluations={budget.max_evaluations})"
+    if elapsed_s >= budget.max_wall_s:
+        return f"budget: {elapsed_s:.0f} s wall clock (max_wall_s={budget.max_wall_s:.0f})"
+    best = index.best_speedup()
+    if budget.target_speedup is not None and best >= budget.target_speedup:
+        return f"target reached: {best:.3f}x >= {budget.target_speedup}x"
+    if budget.patience is not None and index.since_last_win >= budget.patience:
+        return f"patience: {index.since_last_win} candidates without a new accepted result"
+    tail = list(index.recent_finished)[-budget.max_failures_in_row:]
+    if len(tail) == budget.max_failures_in_row and all(d in FAILED_DIAGNOSES for _, d in tail):
+        return f"crash storm: the last {len(tail)} candidates all failed"
+    return None
+
+
+def llm_stop_reason(llm) -> str | None:
+    """LLM agents' stop conditions (``llm`` is the campaign's LLMRuntime, None without LLM roles):
+    the token or cost budget is spent, or an LLM agent got no usable answer N calls in a row.
+    Both stop between steps, so nothing measured is lost and raising the budget (or fixing the
+    endpoint) and running again resumes the campaign."""
+    if llm is None:
+        return None
+    st = llm.state()
+    if st.usage.exhausted:
+        return st.usage.exhausted
+    if st.failures_in_row >= st.max_failures_in_row:
+        last = (st.last_failure or "")[:300]
+        return (f"LLM unavailable: {st.failures_in_row} calls in a row got no usable answer (last: {last}) — "
+                "check the endpoint (agents.base_url, model, key), then run again to resume")
+    return None

@@ -1,0 +1,127 @@
+"""Final verification: the number a campaign reports is the median of several measurements.
+
+During the search every accepted node carries the Critic's conservative value (the lower of a
+new best's two measurements). That is the right value to search with, but a poor number to
+report: one unlucky run sets it, so identical campaigns report results that differ by the
+machine's between-run noise, and a node that met a slow run can lose to a runner-up it truly
+beats. Before a campaign reports, the best node and every *contender* (an accepted node with a
+measurement above the best's verified value) are measured until each has
+``critic.final_measurements`` correct measurements; the final best is the node with the highest
+median, and that median is the reported speedup.
+
+Final measurements are recorded like any other (purpose ``final``), so a campaign killed during
+verification resumes where it was and never measures a node twice for the same attempt; the
+outcome is an append-only ``final_verification`` event, since finished nodes are immutable.
+Targets whose score needs the Critic's gates (serving SLOs) report their own summary instead
+(``TargetAdapter.verify_best``).
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import asdict, dataclass, field
+
+from arbor.agents.critic.env_gate import reference_drift
+from arbor.search_tree.records import MeasurementRecord, NodeRecord
+
+from .context import Context
+
+MAX_VERIFIED = 3  # the best and at most two contenders
+SHORTLIST = 20  # contenders are looked for among the best accepted nodes by value
+
+
+@dataclass
+class Verified:
+    node_id: int
+    speedups: list[float] = field(default_factory=list)  # one per correct measurement
+    failed: str | None = None  # a final measurement that was not correct (error class + text)
+
+    @property
+    def speedup(self) -> float | None:
+        return None if self.failed or not self.speedups else statistics.median(self.speedups)
+
+
+def measurement_speedup(m: MeasurementRecord, reference_s: float | None = None,
+                        tolerance: float = 0.0) -> float | None:
+    """median(reference) / median(candidate) of one correct measurement (paired rounds); None when
+    the reference ran slower than ``reference_s`` (the baseline's) allows: an inflated ratio."""
+    if m.status != "ok" or not m.baseline_samples or not m.candidate_samples:
+        return None
+    b, c = statistics.median(m.baseline_samples), statistics.median(m.candidate_samples)
+    if reference_drift(b, reference_s, tolerance):
+        return None
+    return b / c if c > 0 else None
+
+
+def _verify(ctx: Context, node: NodeRecord, wanted: int, ref: tuple[float | None, float]) -> Verified:
+    """Measure ``node`` until it has ``wanted`` trustworthy speedups. A measurement that is not
+    correct ends it (failed); one whose reference drifted is not counted, and after ``wanted``
+    fresh tries without enough trustworthy ones the node fails verification."""
+    out = Verified(node.id)
+    ms = ctx.store.measurements(node.id)
+    out.speedups = [s for s in (measurement_speedup(m, *ref) for m in ms) if s is not None]
+    tries = 0
+    while len(out.speedups) < wanted and tries < wanted:
+        tries += 1
+        ctx.report("measuring", {"node": node, "attempt": len(ms) + 1, "purpose": "final"})
+        result = ctx.target.measure(ctx.runner, ctx.source(node.artifact_sha))
+        m = ctx.store.record_measurement(node.id, len(ms) + 1, "final", result, ctx.runner.name)
+        ms.append(m)
+        if measurement_speedup(m) is None:
+            out.failed = f"{m.error_class or 'no samples'}: {(m.error_text or '').strip()[-300:]}"
+            return out
+        s = measurement_speedup(m, *ref)
+        if s is not None:
+            out.speedups.append(s)
+    if len(out.speedups) < wanted:
+        out.failed = "env_drift: the reference kept running slower than at the baseline"
+    return out
+
+
+def _best_single(ctx: Context, node: NodeRecord, ref: tuple[float | None, float]) -> float:
+    speeds = [s for s in (measurement_speedup(m, *ref) for m in ctx.store.measurements(node.id)) if s is not None]
+    return max(speeds, default=node.speedup or 0.0)
+
+
+def _baseline_reference(ctx: Context) -> float | None:
+    root = ctx.campaign.root_node_id
+    ms = [m for m in ctx.store.measurements(root) if m.status == "ok" and m.baseline_samples] if root else []
+    return statistics.median(ms[-1].baseline_samples) if ms else None
+
+
+def run_final_verification(ctx: Context) -> dict | None:
+    """Measure the best and its contenders up to ``final_measurements`` times; returns (and
+    records as an event) the outcome, or None when verification is off or nothing was accepted."""
+    wanted = ctx.spec.critic.final_measurements
+    if wanted < 2 or not ctx.target.verify_best:
+        return None
+    accepted = sorted((n for n in ctx.store.nodes(ctx.cid, states=("accepted",))
+                       if n.parent_id is not None and n.value is not None), key=lambda n: -(n.value or 0.0))
+    if not accepted:
+        return None
+    ref = (_baseline_reference(ctx), ctx.spec.critic.reference_drift)
+    done: dict[int, Verified] = {}
+    queue = [accepted[0]]
+    while queue and len(done) < MAX_VERIFIED:
+        node = queue.pop(0)
+        done[node.id] = v = _verify(ctx, node, wanted, ref)
+        best = max((x.speedup for x in done.values() if x.speedup is not None), default=0.0)
+        if v.failed and not queue:  # the best failed: the next node in line has to show it holds
+            queue = [n for n in accepted if n.id not in done][:1]
+        if not queue:  # anyone who ever measured above the verified best may truly beat it
+            queue = [n for n in accepted[:SHORTLIST] if n.id not in done and _best_single(ctx, n, ref) > best][:1]
+    good = [v for v in done.values() if v.speedup is not None]
+    winner = max(good, key=lambda v: v.speedup) if good else None
+    outcome = {"wanted": wanted, "best": winner.node_id if winner else None,
+               "speedup": winner.speedup if winner else None,
+               "nodes": [asdict(v) | {"speedup": v.speedup} for v in done.values()]}
+    if read_final_verification(ctx.store, ctx.cid) != outcome:  # a re-run that changed nothing adds nothing
+        ctx.store.append_event(ctx.cid, "final_verification", outcome, node_id=outcome["best"], agent="critic")
+    ctx.report("final_verification", outcome)
+    return outcome
+
+
+def read_final_verification(store, campaign_id: int) -> dict | None:  # type: ignore[no-untyped-def]
+    """The latest recorded outcome (what ``summarize`` reports), or None."""
+    evs = store.events(campaign_id, limit=1_000_000, kinds=["final_verification"])
+    return evs[-1].payload if evs else None

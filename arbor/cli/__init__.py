@@ -1,0 +1,35 @@
+"""The ``arbor`` command line: the typer app and ``main`` (the console script); every command
+is registered here, explicitly, in the order ``--help`` lists them.
+
+* ``common``   — consoles, the one-line error exit, JSON output, the campaign argument;
+* ``run``, ``read`` (history/tree/show/best/query), ``views`` (dashboard/report/export),
+  ``doctor``, ``skills``, ``record`` — one module per command group;
+* ``terminal`` — progress lines and tables; ``history`` — the read-side rows; ``jsonlog`` — ``--json-log``;
+* ``doctor_checks`` — what ``arbor doctor`` checks.
+"""
+
+from __future__ import annotations
+
+import typer
+
+from . import doctor, read, record, run, skills, views
+from .common import fail, user_errors
+
+__all__ = ["app", "main"]
+
+app = typer.Typer(add_completion=False, no_args_is_help=True,
+                  help="Arbor: autonomous optimization of GPU/CPU kernels and serving configs.")
+
+app.command()(run.run)
+for command in (read.history, read.tree, read.show, read.best, read.query,
+                views.dashboard, views.report, views.export, doctor.doctor):
+    app.command()(command)
+app.add_typer(skills.skills_app, name="skills")
+app.command()(record.record)
+
+
+def main() -> None:
+    try:
+        app()
+    except user_errors() as exc:  # pragma: no cover - commands catch their own
+        fail(exc)

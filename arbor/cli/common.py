@@ -1,0 +1,40 @@
+"""What every ``arbor`` command shares: the consoles, the one-line error exit, JSON output and
+the campaign argument. Every user mistake ends in one line per problem on stderr and exit code
+2 — never a traceback."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import NoReturn
+
+import typer
+from rich.console import Console
+
+out = Console(highlight=False, soft_wrap=True)
+err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+CampaignArg = typer.Argument(None, help="campaign YAML, store URL, or arbor.db path")
+CampaignOpt = typer.Option(None, "--campaign", "-c", help="campaign name when the store holds several")
+JsonOpt = typer.Option(False, "--json", help="machine-readable output")
+
+
+def user_errors() -> tuple[type[BaseException], ...]:
+    """The exceptions that mean "the user can fix this": reported in one line, exit 2."""
+    from arbor.agents.skills import SkillError
+    from arbor.sandbox.problem import ProblemError
+    from arbor.sandbox.runner import SandboxError
+    from arbor.search_tree.store import StoreError
+    from arbor.spec import SpecError
+
+    return (SpecError, ProblemError, SkillError, StoreError, SandboxError)
+
+
+def fail(exc: BaseException) -> NoReturn:
+    for line in str(exc).splitlines() or [type(exc).__name__]:
+        err.print(f"[bold red]error:[/] {line}", markup=True)
+    raise typer.Exit(2)
+
+
+def print_json(obj) -> None:
+    sys.stdout.write(json.dumps(obj, indent=2, default=str) + "\n")

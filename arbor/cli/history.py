@@ -1,0 +1,69 @@
+"""Read-side views of a campaign for the CLI (history, tree, show). Read-only by construction:
+these functions only call the store's getters."""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import asdict
+
+from arbor.search_tree.records import NodeRecord
+from arbor.search_tree.store import Store, StoreError
+from arbor.search_tree.tree import best_path, build_stats
+
+
+def node_row(n: NodeRecord) -> dict:
+    return {
+        "id": n.id, "parent": n.parent_id, "depth": n.depth, "state": n.state, "move": n.move_id,
+        "speedup": n.speedup, "value": n.value, "diagnosis": n.diagnosis, "reason": n.reason,
+        "prior": n.prior, "step": n.step, "artifact": n.artifact_sha,
+        "created_at": n.created_at.isoformat() if n.created_at else None,
+        "finished_at": n.finished_at.isoformat() if n.finished_at else None,
+    }
+
+
+def history(store: Store, campaign_id: int) -> list[dict]:
+    return [node_row(n) for n in store.nodes(campaign_id)]
+
+
+def tree_lines(store: Store, campaign_id: int) -> list[tuple[int, NodeRecord, bool]]:
+    """(indent, node, on_best_path) in depth-first order."""
+    nodes = store.nodes(campaign_id)
+    stats = build_stats(nodes)
+    accepted = [n for n in nodes if n.state == "accepted" and n.value is not None]
+    best = max(accepted, key=lambda n: (n.value, -n.id)) if accepted else None
+    on_path = set(best_path(stats, best.id)) if best else set()
+    out: list[tuple[int, NodeRecord, bool]] = []
+    roots = [n for n in nodes if n.parent_id is None]
+    stack = [(0, r.id) for r in reversed(roots)]
+    while stack:
+        depth, nid = stack.pop()
+        st = stats[nid]
+        out.append((depth, st.node, nid in on_path))
+        for child in reversed(st.children):
+            stack.append((depth + 1, child))
+    return out
+
+
+def show(store: Store, node_id: int) -> dict:
+    node = store.get_node(node_id)
+    if node is None:
+        raise StoreError(f"no node {node_id} — list them with `arbor history`")
+    source = store.get_artifact(node.artifact_sha)
+    diff = ""
+    if node.parent_id is not None:
+        parent = store.get_node(node.parent_id)
+        diff = "".join(difflib.unified_diff(
+            store.get_artifact(parent.artifact_sha).splitlines(keepends=True), source.splitlines(keepends=True),
+            f"node {parent.id}", f"node {node.id}"))
+    ms = []
+    for m in store.measurements(node_id):
+        d = asdict(m)
+        d["created_at"] = m.created_at.isoformat() if m.created_at else None
+        ms.append(d)
+    vs = []
+    for v in store.verdicts(node_id):
+        d = asdict(v)
+        d["created_at"] = v.created_at.isoformat()
+        vs.append(d)
+    return {"node": node_row(node), "hypothesis": node.hypothesis, "source": source, "diff": diff,
+            "measurements": ms, "verdicts": vs}

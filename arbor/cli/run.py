@@ -1,0 +1,66 @@
+"""``arbor run``: run (or resume) a campaign, with progress lines or a JSON log."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from .common import JsonOpt, err, fail, out, print_json, user_errors
+
+
+def run(spec_path: Path = typer.Argument(..., help="campaign YAML"),
+        max_evaluations: Optional[int] = typer.Option(None, help="override budget.max_evaluations"),
+        max_wall_s: Optional[float] = typer.Option(None, help="override budget.max_wall_s"),
+        store_url: Optional[str] = typer.Option(None, "--store", help="override the store URL"),
+        quiet: bool = typer.Option(False, "--quiet", "-q", help="only the final summary"),
+        json_log: Optional[Path] = typer.Option(None, "--json-log", help="also write every event as JSON lines to this file"),
+        json_out: bool = JsonOpt) -> None:
+    """Run (or resume) a campaign until its budget or a stop condition."""
+    from .terminal import Reporter, print_summary
+
+    try:
+        from arbor.campaign.run import run_campaign
+        from arbor.spec import load_spec
+
+        spec = load_spec(spec_path)
+        updates = {}
+        if max_evaluations is not None:
+            updates["max_evaluations"] = max_evaluations
+        if max_wall_s is not None:
+            updates["max_wall_s"] = max_wall_s
+        if updates:
+            spec.budget = spec.budget.model_copy(update=updates)
+        if store_url:
+            spec.store.url = store_url
+        from arbor.campaign.source import evaluations_done
+        from .jsonlog import JsonLog, tee
+
+        silent = quiet or json_out
+        reporter = Reporter(out, quiet=silent, total=spec.budget.max_evaluations,
+                            done=0 if silent else evaluations_done(spec.store_url(), spec.name))
+        log = JsonLog(json_log, spec.name) if json_log else None
+        try:
+            if log:
+                log.write("run_started", {"store": spec.store_url(), "budget": spec.budget.model_dump()})
+            with reporter:
+                summary = run_campaign(spec, tee(reporter, log) if log else reporter)
+            if log:
+                log.write("run_finished", summary.to_dict())
+        except KeyboardInterrupt:
+            if log:
+                log.write("run_interrupted", {})
+            raise
+        finally:
+            if log:
+                log.close()
+    except user_errors() as exc:
+        fail(exc)
+    except KeyboardInterrupt:
+        err.print("interrupted — everything measured so far is stored; run the same command to resume")
+        raise typer.Exit(130)
+    if json_out:
+        print_json(summary.to_dict())
+    else:
+        print_summary(out, summary)

@@ -1,0 +1,175 @@
+"""Terminal output for the CLI: progress lines while a campaign runs, and rich tables for the
+read commands. Presentation only; data comes from ``history`` and ``arbor.campaign.run``."""
+
+from __future__ import annotations
+
+import time
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.table import Table
+from rich.text import Text
+
+STATE_STYLE = {"accepted": "green", "rejected": "yellow", "failed": "red", "pruned": "dim",
+               "queued": "cyan", "running": "cyan", "measured": "cyan", "proposed": "cyan"}
+
+
+def _ms(s: float | None) -> str:
+    return "—" if s is None else f"{s * 1e3:.3f} ms"
+
+
+class Reporter:
+    """Receives (kind, payload) from the loop; one line per verdict unless quiet.
+
+    With ``total`` (the evaluation budget) and a terminal, a progress bar stays at the bottom
+    while the lines scroll above it (use the reporter as a context manager). ``done`` is what
+    earlier runs of a resumed campaign already measured."""
+
+    def __init__(self, console: Console, quiet: bool = False, total: int | None = None, done: int = 0):
+        self.console = console
+        self.quiet = quiet
+        self.t0 = time.monotonic()
+        self._started: set[int] = set()
+        self.progress: Progress | None = None
+        if not quiet and total is not None and console.is_terminal:
+            self.progress = Progress(
+                SpinnerColumn(), TextColumn("[bold]evaluations"), BarColumn(), MofNCompleteColumn(),
+                TimeElapsedColumn(), TextColumn("{task.fields[best]}"), TextColumn("[dim]{task.description}"),
+                console=console, transient=True)
+            self._task = self.progress.add_task("starting", total=total, completed=min(done, total), best="")
+
+    def __enter__(self) -> "Reporter":
+        if self.progress is not None:
+            self.progress.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.progress is not None:
+            self.progress.stop()
+
+    def _advance(self, kind: str, data: dict) -> None:
+        if self.progress is None:
+            return
+        if kind == "measuring":
+            n = data["node"]
+            if n.parent_id is not None and data["purpose"] == "primary":
+                self._started.add(n.id)
+            self.progress.update(self._task, description=f"measuring node {n.id}")
+        elif kind == "verdict" and data["node"].id in self._started:
+            # an evaluation is a candidate measured at least once (as stopping.py counts them):
+            # it counts when its first measurement has been judged
+            self._started.discard(data["node"].id)
+            self.progress.update(self._task, advance=1, description="")
+        elif kind == "new_best":
+            self.progress.update(self._task, best=f"[green]best {data['node'].speedup:.3f}x")
+
+    def __call__(self, kind: str, data: dict) -> None:
+        if self.quiet:
+            return
+        self._advance(kind, data)
+        t = f"[dim]{time.monotonic() - self.t0:6.1f}s[/]"
+        if kind == "measuring":
+            n = data["node"]
+            what = "baseline (A/A)" if n.parent_id is None else (n.move_id or "candidate")
+            extra = "" if data["purpose"] == "primary" else f" \\[{data['purpose']}]"  # literal brackets
+            self.console.print(f"{t} measuring node {n.id}: {what}{extra}", markup=True)
+        elif kind == "verdict":
+            n, j = data["node"], data["judgement"]
+            style = {"accept": "green", "reject": "yellow", "fail": "red"}.get(j.decision, "cyan")
+            self.console.print(f"{t}   [{style}]{j.decision:9s}[/] {j.diagnosis:14s} {j.reason}", markup=True)
+        elif kind == "new_best":
+            n = data["node"]
+            self.console.print(f"{t} [bold green]new best[/]: node {n.id} {n.speedup:.3f}x", markup=True)
+        elif kind == "requeued":
+            self.console.print(f"{t} re-queued node(s) {data['nodes']} left running by a dead process",
+                               markup=True)
+        elif kind == "final_verification":
+            for v in data["nodes"]:
+                runs = ", ".join(f"{x:.3f}" for x in v["speedups"])
+                got = f"median {v['speedup']:.3f}x" if v["speedup"] is not None else f"[red]failed[/] {v['failed']}"
+                self.console.print(f"{t} [bold]verified[/] node {v['node_id']}: {got} of {runs or 'no'} "
+                                   "measurement(s)", markup=True)
+        elif kind in ("sandbox_warning", "sandbox_info"):  # isolation gaps, clock locks (arbor.campaign.sandbox_setup)
+            from rich.markup import escape
+
+            style = "bold yellow]warning" if kind == "sandbox_warning" else "cyan]sandbox"
+            self.console.print(f"{t} [{style}[/]: {escape(data['text'])}", markup=True)
+
+
+def print_summary(console: Console, s) -> None:
+    console.rule(f"campaign {s.campaign}")
+    console.print(f"stop reason   {s.stop_reason}")
+    if getattr(s, "serving", None):
+        from .terminal_serving import print_serving
+
+        print_serving(console, s)
+    else:
+        console.print(f"baseline      {_ms(s.baseline_s)}")
+        console.print(f"best          {_ms(s.best_s)}  (node {s.best_node})")
+    if s.speedup is not None and not getattr(s, "serving", None):
+        fv = getattr(s, "verified", None)
+        if fv:
+            runs = ", ".join(f"{x:.3f}" for x in fv["speedups"])
+            console.print(f"speedup       {s.speedup:.3f}x  (median of {len(fv['speedups'])} measurements: {runs}; "
+                          "Critic-accepted)")
+        else:
+            ci = f"  95% CI [{s.ci[0]:.3f}, {s.ci[1]:.3f}]" if s.ci and s.ci[0] is not None else ""
+            console.print(f"speedup       {s.speedup:.3f}x{ci}  (Critic-verified)")
+    counts = ", ".join(f"{k} {v}" for k, v in sorted(s.counts.items()))
+    console.print(f"nodes         {sum(s.counts.values())}: {counts}")
+    console.print(f"measurements  {s.measurements}   wall time {s.elapsed_s:.0f} s")
+    if getattr(s, "llm", None):
+        u = s.llm
+        console.print(f"LLM usage     {u['prompt_tokens']:,} prompt + {u['completion_tokens']:,} completion tokens, "
+                      f"${u['cost_usd']:.4f}")
+    if s.best_path:
+        console.print(f"best artifact {s.best_path}")
+
+
+def history_table(rows: list[dict], name: str) -> Table:
+    t = Table(title=f"{name}: {len(rows)} nodes")
+    for col in ("id", "parent", "state", "move", "speedup", "diagnosis", "reason"):
+        t.add_column(col, overflow="fold")
+    for r in rows:
+        t.add_row(str(r["id"]), str(r["parent"] or "—"), Text(r["state"], style=STATE_STYLE.get(r["state"], "")),
+                  r["move"] or "(baseline)", f"{r['speedup']:.3f}x" if r["speedup"] else "—",
+                  r["diagnosis"] or "", (r["reason"] or "")[:90])
+    return t
+
+
+def print_tree(console: Console, lines) -> None:
+    for depth, n, on_path in lines:
+        star = "★ " if on_path else "  "
+        label = n.move_id or "baseline"
+        sp = f" {n.speedup:.3f}x" if n.speedup else ""
+        diag = f" ({n.diagnosis})" if n.diagnosis and n.state != "accepted" else ""
+        line = Text("  " * depth + star + f"[{n.id}] {label}")
+        line.append(f" {n.state}", style=STATE_STYLE.get(n.state, ""))
+        line.append(sp + diag)
+        console.print(line)
+
+
+def print_node(console: Console, d: dict) -> None:
+    n = d["node"]
+    console.rule(f"node {n['id']} — {n['state']}")
+    console.print(f"hypothesis: {d['hypothesis']}")
+    if n["speedup"]:
+        console.print(f"speedup: {n['speedup']:.3f}x")
+    for v in d["verdicts"]:
+        console.print(f"verdict: {v['decision']} / {v['diagnosis']}: {v['reason']}")
+    for m in d["measurements"]:
+        b, c = m["baseline_samples"] or [], m["candidate_samples"] or []
+        console.print(f"measurement #{m['attempt']} ({m['purpose']}, {m['status']}"
+                      f"{', ' + m['error_class'] if m['error_class'] else ''}): "
+                      f"{len(b)} baseline / {len(c)} candidate samples, {m['duration_s']:.1f} s")
+    console.rule("diff against parent" if d["diff"] else "source")
+    console.print(Text(d["diff"] or d["source"]))
+
+
+def query_table(cols: list[str], rows: list[tuple]) -> Table:
+    t = Table()
+    for c in cols:
+        t.add_column(c, overflow="fold")
+    for r in rows:
+        t.add_row(*("NULL" if v is None else str(v) for v in r))
+    return t

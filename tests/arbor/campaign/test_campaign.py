@@ -1,0 +1,110 @@
+"""End-to-end campaigns through the real CLI, local runner and harness (small sizes)."""
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tests.arbor.helpers import arbor, arbor_json, write_campaign
+
+pytestmark = pytest.mark.slow
+
+
+def q(db, sql):
+    con = sqlite3.connect(db)
+    try:
+        return con.execute(sql).fetchall()
+    finally:
+        con.close()
+
+
+def test_campaign_finds_verified_speedup_and_resume_measures_nothing(campaign_dir):
+    spec = write_campaign(campaign_dir, "e2e", max_evaluations=3)
+    s = arbor_json("run", str(spec))
+    assert s["stop_reason"].startswith("budget: 3 evaluations")
+    assert s["speedup"] > 1.2 and s["ci"][0] > 1.0
+    assert s["counts"]["accepted"] >= 2  # baseline + at least one verified win
+    best = open(s["best_path"]).read()
+    assert "class ModelNew" in best and "gelu" in best
+    n_meas = s["measurements"]
+
+    again = arbor_json("run", str(spec))
+    assert again["measurements"] == n_meas
+    assert again["counts"] == s["counts"]
+
+    # read commands work on the same store, table and JSON
+    hist = arbor_json("history", str(spec))
+    assert len(hist) == sum(s["counts"].values())
+    node = arbor_json("show", str(s["best_node"]), str(spec))
+    assert node["diff"].startswith("--- node") and node["verdicts"][-1]["decision"] == "accept"
+    tree = arbor_json("tree", str(spec))
+    assert any(r["best_path"] and r["id"] == s["best_node"] for r in tree)
+    r = arbor("tree", str(spec))
+    assert r.returncode == 0 and "★" in r.stdout
+    out = campaign_dir / "best.py"
+    assert arbor_json("best", str(spec), "-o", str(out))["node"] == s["best_node"]
+    assert out.read_text() == best
+
+
+def test_raising_the_budget_continues(campaign_dir):
+    spec = write_campaign(campaign_dir, "grow", max_evaluations=1)
+    s1 = arbor_json("run", str(spec))
+    s2 = arbor_json("run", str(spec), "--max-evaluations", "2")
+    assert s2["measurements"] > s1["measurements"]
+    assert s2["stop_reason"].startswith("budget: 2 evaluations")
+
+
+def test_kill_9_mid_measurement_then_resume(campaign_dir):
+    spec = write_campaign(campaign_dir, "crash", max_evaluations=3)
+    db = campaign_dir / "arbor.db"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST")}
+    proc = subprocess.Popen([sys.executable, "-m", "arbor", "run", str(spec), "--quiet"], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 120
+    killed_node = None
+    try:
+        while time.time() < deadline:
+            if db.exists():
+                try:
+                    rows = q(db, "select id from nodes where state='running' and parent_id is not null")
+                except sqlite3.OperationalError:
+                    rows = []
+                if rows:
+                    killed_node = rows[0][0]
+                    break
+            time.sleep(0.2)
+        assert killed_node is not None, "campaign never started measuring a candidate"
+        time.sleep(0.5)  # mid-measurement
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert q(db, f"select state from nodes where id={killed_node}") == [("running",)]
+
+    s = arbor_json("run", str(spec))
+    assert s["stop_reason"].startswith("budget")
+    assert q(db, "select count(*) from nodes where state in ('running','queued','proposed','measured')") == [(0,)]
+    # nothing measured twice: one series per (node, attempt), one final verdict per node
+    dupes = arbor_json("query", "select node_id, attempt, count(*) n from measurements group by 1, 2 having n > 1",
+                       "--store", str(spec))
+    assert dupes == []
+    accepted = q(db, "select n.artifact_sha, count(*) from verdicts v join nodes n on n.id=v.node_id "
+                     "where v.decision='accept' group by 1")
+    assert accepted and all(c == 1 for _, c in accepted)
+    events = [r[0] for r in q(db, "select kind from events")]
+    assert "requeued" in events
+
+
+def test_upstream_kernelbench_problem_with_size_scaling(campaign_dir):
+    spec = campaign_dir / "kernelbench_format.yaml"
+    r = arbor("run", str(spec), "--max-evaluations", "1", "--json")
+    assert r.returncode == 0, r.stderr
+    rows = arbor_json("query", "select stats, fingerprint from measurements order by id limit 1", "--store", str(spec))
+    assert rows
+    shapes = q(campaign_dir / "arbor.db", "select count(*) from measurements where status='ok'")
+    assert shapes[0][0] >= 1

@@ -1,0 +1,140 @@
+"""A serving campaign through the CLI, against the scripted server: the tiny-server skills raise
+the batch size because requests queue, the Critic verifies the gain, the summary prints both
+fronts — and no server process survives a normal end, Ctrl-C, or kill -9 followed by a resume."""
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from arbor.sandbox.proctree import pid_alive
+
+from tests.arbor.helpers import arbor
+
+SCRIPTED = Path(__file__).resolve().parents[2] / "sandbox" / "serving" / "scripted_server.py"
+
+CAMPAIGN = """name: serve_e2e
+target:
+  kind: serving
+  engine: tiny
+  model: m
+  command: "{{python}} {{campaign_dir}}/scripted_server.py --port {{port}} --slots {{max_batch_size}} --ttft-ms {ttft} --itl-ms 5"
+  knobs:
+    max_batch_size: {{default: 1, min: 1, max: 64}}
+  server_mode: concurrent
+  startup_timeout_s: 20
+  stop_grace_s: 1
+  load:
+    synthetic: {{input_len: {{mean: 8}}, output_len: {{mean: 4}}}}
+    concurrency: [1, 4]
+    num_prompts: 8
+    warmup_requests: 1
+    repeats: {repeats}
+  slo: {{e2e_ms: 150}}
+budget: {{max_evaluations: {evals}, max_wall_s: 120}}
+critic: {{max_cv: 0.3, min_speedup: 1.05}}
+sandbox: {{timeout_s: 60}}
+"""
+
+
+def setup(tmp_path: Path, evals: int = 2, ttft: int = 30, repeats: int = 2) -> Path:
+    shutil.copy(SCRIPTED, tmp_path / "scripted_server.py")
+    p = tmp_path / "serve.yaml"
+    p.write_text(CAMPAIGN.format(evals=evals, ttft=ttft, repeats=repeats))
+    return p
+
+
+def servers_of(tmp_path: Path) -> list[int]:
+    """Live processes started from this test's campaign folder (checked, never killed, by path)."""
+    needle = str(tmp_path).encode()
+    out = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and int(entry.name) != os.getpid():
+            try:
+                cmd = (entry / "cmdline").read_bytes()
+            except OSError:
+                continue
+            if needle in cmd and b"scripted_server.py" in cmd and pid_alive(int(entry.name)):
+                out.append(int(entry.name))
+    return out
+
+
+def leases(tmp_path: Path) -> list[Path]:
+    return list((tmp_path / "arbor_runs" / "serve_e2e" / "servers").glob("*.json"))
+
+
+def wait_for_server(tmp_path: Path, timeout: float = 60) -> list[int]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        pids = servers_of(tmp_path)
+        if pids and leases(tmp_path):
+            return pids
+        time.sleep(0.05)
+    raise AssertionError("no server started")
+
+
+def gone(pids, timeout: float = 10) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not any(pid_alive(p) for p in pids):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def start_run(spec: Path, cwd: Path) -> subprocess.Popen:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST")}
+    return subprocess.Popen([sys.executable, "-m", "arbor", "run", str(spec)], cwd=cwd, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+@pytest.mark.slow
+def test_serving_campaign_survives_ctrl_c_and_kill_9_and_finds_a_verified_improvement(tmp_path):
+    """One campaign, three runs: Ctrl-C while the first servers start, kill -9 of the resumed run,
+    then a resume to the end. No server may outlive any of them."""
+    spec = setup(tmp_path, evals=1)
+
+    # 1. Ctrl-C as soon as a server is up: arbor stops every server, then exits 130
+    p = start_run(spec, tmp_path)
+    try:
+        pids = wait_for_server(tmp_path)
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=60)
+        assert p.returncode == 130 and "interrupted" in err, err
+        assert gone(pids) and servers_of(tmp_path) == [] and leases(tmp_path) == [], (pids, out, err)
+    finally:
+        if p.poll() is None:
+            p.kill()
+
+    # 2. kill -9 of the resumed run: PR_SET_PDEATHSIG takes the servers down with it
+    p = start_run(spec, tmp_path)
+    try:
+        pids = wait_for_server(tmp_path)
+        p.send_signal(signal.SIGKILL)
+        p.communicate(timeout=30)
+        assert gone(pids), "the servers outlived a kill -9 of arbor"
+    finally:
+        if p.poll() is None:
+            p.kill()
+
+    # 3. resume to the end: the node left running is re-queued; the batch-size move (fired by the
+    #    queueing symptom) is measured, confirmed by the Critic, and the summary shows both fronts
+    r = arbor("run", str(spec), cwd=tmp_path, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    out = r.stdout
+    assert "re-queued" in out and "tiny-batch-x4" in out
+    assert "throughput–latency fronts" in out and "Pareto" in out and "Critic-verified" in out
+    assert servers_of(tmp_path) == [] and leases(tmp_path) == []
+    s = json.loads(arbor("run", str(spec), "--json", cwd=tmp_path).stdout)  # finished: measures nothing
+    sv = s["serving"]
+    assert sv["best_config"]["max_batch_size"] == 4 and s["speedup"] > 1.5
+    assert sv["pareto_improvement_pct"] > 50 and sv["front_baseline"] and sv["front_candidate"]
+    assert json.loads(Path(s["best_path"]).read_text())["max_batch_size"] == 4
+    assert s["counts"] == {"accepted": 2} and s["measurements"] >= 3  # A/A, the candidate, its confirmation
+    assert servers_of(tmp_path) == []

@@ -1,0 +1,336 @@
+"""The parts import each other one way only: arbor → agents → search_tree, sandbox.
+
+Every import in ``arbor/``, ``agents/``, ``sandbox/`` and ``search_tree/`` is parsed with ``ast``
+— module-level ones and the lazy ones inside functions — and resolved through pyproject's
+package-dir mapping (``arbor.agents`` lives in ``agents/``, ...) and relative imports. A test
+fails, naming the file and line, when
+
+* a part imports a part it may not: the search tree and the sandbox import neither each other
+  nor the agents nor anything in the ``arbor/`` directory; the agents import nothing in the
+  ``arbor/`` directory (lazy imports count: a lazy import is still a dependency);
+* an ``arbor.*`` import names a module that does not exist (a stale path after a move);
+* module-level imports form a cycle (lazy imports and ``if TYPE_CHECKING:`` blocks are left out:
+  they do not run while the module is being imported).
+"""
+
+from __future__ import annotations
+
+import ast
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+CHECKED = ("arbor", "agents", "sandbox", "search_tree")  # the parts, by directory
+# part → the parts it must not import
+FORBIDDEN = {
+    "search_tree": {"sandbox", "agents", "arbor"},
+    "sandbox": {"search_tree", "agents", "arbor"},
+    "agents": {"arbor"},
+}
+
+
+@dataclass
+class Module:
+    name: str  # dotted, as imported: arbor.agents.contracts
+    path: str  # shown in messages, relative to the repository
+    source: str
+    part: str  # the directory it lives in: arbor | agents | sandbox | search_tree
+    is_package: bool = False
+
+
+@dataclass(frozen=True)
+class Import:
+    importer: str
+    target: str  # the most specific known module it names ('' when unresolved)
+    written: str  # as written in the source
+    path: str
+    line: int
+    lazy: bool  # inside a function
+    type_only: bool  # inside ``if TYPE_CHECKING:``
+
+    @property
+    def where(self) -> str:
+        return f"{self.path}:{self.line}"
+
+
+@dataclass
+class Report:
+    imports: list[Import] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+
+# --- collecting --------------------------------------------------------------------------
+def package_dirs(root: Path = ROOT) -> dict[str, str]:
+    """pyproject's ``package-dir``: dotted package → directory."""
+    conf = tomllib.loads((root / "pyproject.toml").read_text())
+    return dict(conf["tool"]["setuptools"]["package-dir"])
+
+
+def collect(root: Path = ROOT, parts: tuple[str, ...] = CHECKED) -> dict[str, Module]:
+    """Every module of the checked parts, named as it is imported."""
+    mods: dict[str, Module] = {}
+    for package, directory in package_dirs(root).items():
+        if directory not in parts:
+            continue
+        base = root / directory
+        for file in sorted(base.rglob("*.py")):
+            rel = file.relative_to(base)
+            if "__pycache__" in rel.parts:
+                continue
+            is_package = rel.name == "__init__.py"
+            dotted = list(rel.parent.parts) if is_package else [*rel.parent.parts, rel.stem]
+            name = ".".join([package, *dotted])
+            mods[name] = Module(name, str(file.relative_to(root)), file.read_text(), directory, is_package)
+    return mods
+
+
+# --- parsing -----------------------------------------------------------------------------
+def _is_type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or \
+        (isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+
+
+def _resolve(known: dict[str, Module], written: str, names: list[str]) -> str:
+    """The most specific known module an import statement loads ('' when none)."""
+    found = ""
+    for n in names:  # ``from pkg import submodule``
+        if f"{written}.{n}" in known:
+            found = f"{written}.{n}"
+    if found:
+        return found
+    return written if written in known else ""
+
+
+class _Visitor(ast.NodeVisitor):
+    def __init__(self, mod: Module, known: dict[str, Module]):
+        self.mod, self.known = mod, known
+        self.depth = 0  # functions we are inside
+        self.type_only = 0  # ``if TYPE_CHECKING:`` blocks we are inside
+        self.found: list[Import] = []
+
+    def _function(self, node: ast.AST) -> None:
+        self.depth += 1
+        self.generic_visit(node)
+        self.depth -= 1
+
+    visit_FunctionDef = visit_AsyncFunctionDef = visit_Lambda = _function
+
+    def visit_If(self, node: ast.If) -> None:
+        if _is_type_checking(node.test):
+            self.type_only += 1
+            for child in node.body:
+                self.visit(child)
+            self.type_only -= 1
+            for child in node.orelse:
+                self.visit(child)
+        else:
+            self.generic_visit(node)
+
+    def _add(self, node: ast.stmt, written: str, names: list[str]) -> None:
+        if not written.startswith("arbor.") and written != "arbor":
+            return  # third-party and standard library
+        self.found.append(Import(self.mod.name, _resolve(self.known, written, names), written, self.mod.path,
+                                 node.lineno, self.depth > 0, self.type_only > 0))
+
+    def visit_Import(self, node: ast.Import) -> None:
+        for alias in node.names:
+            self._add(node, alias.name, [])
+
+    def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
+        if node.level:
+            package = self.mod.name if self.mod.is_package else self.mod.name.rpartition(".")[0]
+            for _ in range(node.level - 1):
+                package = package.rpartition(".")[0]
+            written = f"{package}.{node.module}" if node.module else package
+        else:
+            written = node.module or ""
+        self._add(node, written, [a.name for a in node.names])
+
+
+def imports(mods: dict[str, Module]) -> list[Import]:
+    out = []
+    for mod in mods.values():
+        v = _Visitor(mod, mods)
+        v.visit(ast.parse(mod.source, mod.path))
+        out.extend(v.found)
+    return out
+
+
+# --- checking ----------------------------------------------------------------------------
+def direction_problems(mods: dict[str, Module], found: list[Import]) -> list[str]:
+    out = []
+    for imp in found:
+        if not imp.target:
+            out.append(f"{imp.where}: imports {imp.written}, which is no module of this project — "
+                       "fix the path (was the module moved?)")
+            continue
+        part, to = mods[imp.importer].part, mods[imp.target].part
+        if to in FORBIDDEN.get(part, set()):
+            kind = "lazy import" if imp.lazy else "import"
+            out.append(f"{imp.where}: {part}/ may not import {to}/ ({kind} of {imp.written}) — dependencies "
+                       "flow arbor → agents → search_tree, sandbox; pass what is needed in from the caller")
+    return out
+
+
+def cycle_problems(found: list[Import]) -> list[str]:
+    """Module-level import cycles (Tarjan's strongly connected components), one message each."""
+    edges: dict[str, dict[str, Import]] = {}
+    for imp in found:
+        if imp.lazy or imp.type_only or not imp.target or imp.target == imp.importer:
+            continue
+        edges.setdefault(imp.importer, {}).setdefault(imp.target, imp)
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    components: list[list[str]] = []
+
+    def strongconnect(v: str) -> None:  # recursion depth is bounded by the module count
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in edges.get(v, {}):
+            if w not in index:
+                strongconnect(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                components.append(sorted(comp))
+
+    for v in sorted(edges):
+        if v not in index:
+            strongconnect(v)
+    out = []
+    for comp in components:
+        cycle = _one_cycle(comp, edges)
+        steps = "; ".join(f"{edges[a][b].where} {a} → {b}" for a, b in zip(cycle, cycle[1:]))
+        out.append(f"module-level import cycle {' → '.join(cycle)}: {steps} — move the shared part into "
+                   "a module both import, or make one import lazy")
+    return out
+
+
+def _one_cycle(comp: list[str], edges: dict[str, dict[str, Import]]) -> list[str]:
+    """A shortest cycle through the component's first module (breadth-first)."""
+    members, start = set(comp), comp[0]
+    prev: dict[str, str] = {}
+    queue = [start]
+    while queue:
+        v = queue.pop(0)
+        for w in edges.get(v, {}):
+            if w not in members:
+                continue
+            if w == start:
+                path = [v]
+                while path[-1] != start:
+                    path.append(prev[path[-1]])
+                return [start, *reversed(path[:-1]), start] if v != start else [start, start]
+            if w not in prev:
+                prev[w] = v
+                queue.append(w)
+    return [start, start]  # unreachable for a strongly connected component
+
+
+def check(mods: dict[str, Module]) -> Report:
+    found = imports(mods)
+    return Report(found, direction_problems(mods, found) + cycle_problems(found))
+
+
+# --- the project ---------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def project() -> tuple[dict[str, Module], Report]:
+    mods = collect()
+    return mods, check(mods)
+
+
+def test_every_part_is_found(project):
+    mods, report = project
+    assert {m.part for m in mods.values()} == set(CHECKED)
+    assert "arbor.agents.contracts" in mods and "arbor.search_tree.sql.store" in mods
+    assert any(i.lazy for i in report.imports) and any(not i.lazy for i in report.imports)
+
+
+def test_imports_flow_one_way(project):
+    _, report = project
+    problems = [p for p in report.problems if "cycle" not in p]
+    assert not problems, "\n".join(problems)
+
+
+def test_no_module_level_import_cycle(project):
+    _, report = project
+    problems = [p for p in report.problems if "cycle" in p]
+    assert not problems, "\n".join(problems)
+
+
+# --- the checker itself ---------------------------------------------------------------------
+def _tree(**files: str) -> dict[str, Module]:
+    """An in-memory project: ``{"agents/x.py": source}`` with the real package-dir mapping."""
+    dirs = {d: p for p, d in package_dirs().items()}
+    mods = {}
+    for rel, source in files.items():
+        part, *rest = rel.split("/")
+        is_package = rest[-1] == "__init__.py"
+        dotted = rest[:-1] if is_package else [*rest[:-1], rest[-1][:-3]]
+        name = ".".join([dirs[part], *dotted])
+        mods[name] = Module(name, rel, source, part, is_package)
+    return mods
+
+
+CLEAN = {
+    "arbor/__init__.py": "",
+    "arbor/cli.py": "from arbor.agents.roles import Role\n",
+    "agents/__init__.py": "",
+    "agents/roles.py": "from arbor.search_tree.store import Store\nfrom . import helpers\n",
+    "agents/helpers.py": "",
+    "search_tree/__init__.py": "",
+    "search_tree/store.py": "import json\n",
+    "sandbox/__init__.py": "",
+    "sandbox/runner.py": "",
+}
+
+
+def test_checker_passes_a_clean_tree():
+    report = check(_tree(**CLEAN))
+    assert report.problems == []
+    assert {(i.importer, i.target) for i in report.imports} >= {
+        ("arbor.agents.roles", "arbor.agents.helpers"), ("arbor.cli", "arbor.agents.roles")}
+
+
+@pytest.mark.parametrize("path, source, needle", [
+    ("search_tree/store.py", "import json\n\nfrom arbor.sandbox.runner import X\n",
+     "search_tree/store.py:3: search_tree/ may not import sandbox/"),
+    ("search_tree/store.py", "def f():\n    from arbor.agents import roles\n",
+     "search_tree/store.py:2: search_tree/ may not import agents/ (lazy import"),
+    ("sandbox/runner.py", "from ..search_tree import store\n",
+     "sandbox/runner.py:1: sandbox/ may not import search_tree/"),
+    ("agents/helpers.py", "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from arbor.cli import main\n",
+     "agents/helpers.py:3: agents/ may not import arbor/"),
+    ("agents/helpers.py", "import arbor.agents.gone\n",
+     "agents/helpers.py:1: imports arbor.agents.gone, which is no module of this project"),
+])
+def test_checker_reports_a_forbidden_import(path, source, needle):
+    report = check(_tree(**{**CLEAN, path: source}))
+    assert any(p.startswith(needle) for p in report.problems), report.problems
+
+
+def test_checker_reports_a_module_level_cycle_but_not_a_lazy_one():
+    cyclic = {**CLEAN, "agents/helpers.py": "\n\nfrom .roles import Role\n"}
+    (problem,) = check(_tree(**cyclic)).problems
+    assert problem.startswith("module-level import cycle arbor.agents.helpers → arbor.agents.roles → "
+                              "arbor.agents.helpers")
+    assert "agents/helpers.py:3" in problem and "agents/roles.py:2" in problem
+    lazy = {**CLEAN, "agents/helpers.py": "def f():\n    from .roles import Role\n"}
+    assert check(_tree(**lazy)).problems == []
+    typing_only = {**CLEAN, "agents/helpers.py": "import typing\nif typing.TYPE_CHECKING:\n    from .roles import Role\n"}
+    assert check(_tree(**typing_only)).problems == []
