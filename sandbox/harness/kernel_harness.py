@@ -54,7 +54,7 @@ def _format_exc(exc: BaseException) -> str:
 
 
 def _classify(exc: BaseException, default: str, what: str) -> Exception:
-    return Failure("oom" if _is_oom(exc) else default, _tail(f"{what}\n{_format_exc(exc)}"))
+    return Failure("oom" if _is_oom(exc) else default, _tail(f"{what}{checks.triton_hint(exc)}\n{_format_exc(exc)}"))
 
 
 def _write_result(result: dict) -> None:
