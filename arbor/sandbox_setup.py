@@ -109,7 +109,8 @@ def open_sandbox(spec: CampaignSpec, store: Store, campaign_id: int, report: Rep
         locked = guard.start()
         if locked is not None:
             report("sandbox_info", {"text": f"GPU {locked['index']} clocks locked at "
-                                            f"{locked['graphics_mhz']}/{locked['memory_mhz']} MHz"})
+                                            f"{locked['graphics_mhz']}/{locked['memory_mhz']} MHz "
+                                            f"({locked.get('graphics_source', 'clock_targets')}; verified under load)"})
         notices = list(runner.notices)
         if guard.gpu_error and device.startswith("cuda"):
             notices.append(f"clocks not verified: {guard.gpu_error}")

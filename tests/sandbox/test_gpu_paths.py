@@ -47,6 +47,17 @@ def _harness_module(name: str):  # type: ignore[no-untyped-def]
 
 
 # 1 ---------------------------------------------------------------------------------------------
+def test_defect1_nvidia_smi_guard_locks_the_remapped_gpu_by_uuid(machine, smi_on_path, monkeypatch):
+    m = machine()
+    exe = smi_on_path(m, "nvidia-smi")
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
+    g = _guard(m, targets=ClockTargets(1410, None, settle_s=0), backend=lambda: NvidiaSmiBackend(exe))
+    g.start()
+    assert (m.refresh().gpus[0].locked, m.gpus[1].locked) == (None, 1410)
+    g.close()
+    assert f"-i {m.gpus[1].uuid} --lock-gpu-clocks=1410,1410" in (m.path.parent / "gpus.json.log").read_text()
+
+
 def test_defect1_guard_holds_the_gpu_the_job_sees_and_a_mismatch_refuses(machine, nvml, monkeypatch):
     m = machine()
     nvml(m)
@@ -196,6 +207,10 @@ def test_defect6_amd_locks_stable_clocks_by_pci_address_and_reads_the_right_fiel
     assert m.refresh().gpus[1].perf_level == "AUTO"
     with pytest.raises(ClockError, match="soft maximum"):
         AmdSmiBackend(exe).lock(0, 1500, None)
+    m.root = False
+    m.save()
+    with pytest.raises(ClockError, match="amd-smi set -g .* permission denied .*CAP_SYS_ADMIN"):
+        AmdSmiBackend(exe).lock(0, None, None)
 
 
 # 7 ---------------------------------------------------------------------------------------------
