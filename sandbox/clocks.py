@@ -73,6 +73,7 @@ class ClockGuard:
     _sampler: gpu_watch.ThrottleSampler | None = None
     _pids_before: set = field(default_factory=set)
     _visible: object = None
+    _lock_args: tuple = (None, None)
     _prev_sigterm: object = None
 
     def __post_init__(self) -> None:
@@ -155,6 +156,7 @@ class ClockGuard:
         if self.on_lock is not None:  # recorded first: a crash right after the lock is still undone
             self.on_lock(self.locked)
         self._install_restore()
+        self._lock_args = (g, m)  # a re-lock repeats the request (a symbolic TDP/STABLE target too)
         try:
             self._driver_lock(g, m)
             self.sleep(self.targets.settle_s)
@@ -269,7 +271,7 @@ class ClockGuard:
             state = self.backend.state(self.key)
             if self._off(state):
                 if self.mode == "lock":  # someone reset them (driver reload, another tool): once more
-                    self._driver_lock(self.targets.graphics_mhz, self.targets.memory_mhz)
+                    self._driver_lock(*self._lock_args)
                     self.sleep(self.targets.settle_s)
                     state = self.backend.state(self.key)
                 self._check(state, self.mode)
@@ -282,7 +284,9 @@ class ClockGuard:
         except ClockError:
             self._pids_before = set()
         backend, key = self.backend, self.key
-        self._sampler = gpu_watch.ThrottleSampler(lambda: backend.state(key), self.sample_interval_s)
+        # NVML reads are cheap; each CLI reading is a process start, which must not load the host
+        interval = self.sample_interval_s if backend.name == "nvml" else max(1.0, self.sample_interval_s)
+        self._sampler = gpu_watch.ThrottleSampler(lambda: backend.state(key), interval)
         self._sampler.start()
 
     def fingerprint(self) -> dict:

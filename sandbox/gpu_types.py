@@ -14,10 +14,8 @@ from dataclasses import dataclass, field
 
 from .runner import SandboxError
 
-__all__ = ["ClockError", "GpuState", "DeviceKey", "THROTTLE_BITS", "BAD_THROTTLE_MASK", "IDLE_BIT",
+__all__ = ["ClockError", "GpuState", "THROTTLE_BITS", "BAD_THROTTLE_MASK", "IDLE_BIT",
            "decode_throttle", "permission_fix", "is_pci_bus_id"]
-
-DeviceKey = "int | str"
 
 # NVML clocks-event reasons (nvmlClocksEventReason*, formerly nvmlClocksThrottleReason*).
 THROTTLE_BITS = {0x1: "gpu_idle", 0x2: "applications_clocks_setting", 0x4: "sw_power_cap",
