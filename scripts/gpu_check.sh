@@ -12,7 +12,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PY="${PYTHON:-python}"
-OUT="${1:-benchmarks/results/gpu_check_$(hostname -s).json}"
+OUT="${1:-benchmarks/results/gpu_check_$(hostname 2>/dev/null || echo host).json}"
 mkdir -p "$(dirname "$OUT")"
 TMP="$(mktemp -d)"
 trap 'rm -rf "$TMP"' EXIT
