@@ -1,39 +1,45 @@
 """Clock control for a campaign: ``lock`` | ``verify`` | ``ignore``, as a runner hook.
 
-Boost clocks alone move kernel timings by 10-30% (SOL-ExecBench), so a campaign that compares
-candidates measured minutes apart must know the GPU ran at the same speed for both:
+Boost clocks alone move kernel timings by 10-30%, so a campaign that compares candidates measured
+minutes apart must know the GPU ran at the same speed for both:
 
-* ``lock``   — pin graphics and memory clocks (NVML, nvidia-smi, amd-smi), wait for them to settle,
-  **read them back and refuse to measure** when they did not take; re-check before every job
-  (re-locking once if something reset them); restore the previous state on close, Ctrl-C,
-  ``atexit`` and SIGTERM. A crash leaves a ``clocks_locked`` record in the store that the next
-  start finds and undoes (``arbor/campaign/sandbox_setup.py`` keeps that record).
+* ``lock``   — pin graphics and memory clocks (NVML, nvidia-smi, amd-smi) at a clock the GPU can
+  sustain under load (an explicit ``clock_targets``, else a base/TDP clock, never max boost),
+  **verify the lock under a load burst** (an idle GPU reads low whether or not the driver took
+  the lock) and refuse to measure when it did not take; re-check before every job; restore the
+  saved state on close, Ctrl-C, ``atexit`` and SIGTERM. A crash leaves a ``clocks_locked`` record
+  (with the owner's pid) in the store that the next start finds and undoes.
 * ``verify`` — change nothing; check that clocks are where ``clock_targets`` say (if given) and
   record them in every fingerprint, so the Critic's env gate sees drift and throttling.
 * ``ignore`` — record what can be read, check nothing.
 
-``after`` adds the GPU state (name, UUID, driver, clocks, temperature, power, throttle reasons)
-and the host facts to every job's fingerprint; on a machine without a GPU the NVML path fails
-with a one-line reason, stored in the fingerprint as ``gpu_error``.
+The device is the physical GPU the job will see (``CUDA_VISIBLE_DEVICES`` applied), held by UUID
+(AMD: PCI address). During every job a sampler thread records clock-event reasons and the
+driver's violation counters; after a timeout kill the GPU must prove healthy (process gone, no
+critical Xid, a sanity kernel) or the next job is refused with the reason.
 """
 
 from __future__ import annotations
 
 import atexit
+import os
 import signal
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, ContextManager
 
+from . import gpu_watch
 from .fingerprint import host_fingerprint
 from .gpu_control import BAD_THROTTLE_MASK, ClockError, GpuBackend, GpuState, open_backend
+from .gpu_identity import physical_key
+from .gpu_types import decode_throttle
 from .runner import Job, JobResult
+from .proctree import pid_alive
 
 __all__ = ["ClockGuard", "ClockTargets", "ClockError", "MODES"]
 
 MODES = ("lock", "verify", "ignore")
-_IDLE = 0x1
 
 
 @dataclass
@@ -49,15 +55,26 @@ class ClockGuard:
     """A ``JobHook`` that holds a device at known clocks and fingerprints every job."""
 
     mode: str
-    device: str = "cpu"  # "cpu", "cuda", "cuda:N"
+    device: str = "cpu"  # "cpu", "cuda", "cuda:N" — as the job sees it
     targets: ClockTargets = field(default_factory=ClockTargets)
     backend_factory: Callable[[], GpuBackend] = open_backend
     on_lock: Callable[[dict], None] | None = None  # the store's "clocks_locked" record, written
     on_restore: Callable[[dict], None] | None = None  # before locking; "clocks_restored" after
     sleep: Callable[[float], None] = time.sleep
+    env: dict | None = None  # the environment jobs inherit (None: this process's)
+    load: Callable[..., ContextManager] | None = None  # load(key) keeps the GPU busy (default: matmuls)
+    sanity: Callable[..., str | None] | None = None  # sanity(key) -> None or why the GPU is unwell
+    sample_interval_s: float = 0.1
     backend: GpuBackend | None = None
     locked: dict | None = None  # what start() locked (the store's "clocks_locked" payload)
     gpu_error: str | None = None
+    unhealthy: str | None = None  # set when the GPU did not recover from a killed job
+    key: object = None  # the physical device: UUID (NVIDIA) or PCI address (AMD) once resolved
+    saved: dict = field(default_factory=dict)
+    _sampler: gpu_watch.ThrottleSampler | None = None
+    _pids_before: set = field(default_factory=set)
+    _visible: object = None
+    _lock_args: tuple = (None, None)
     _prev_sigterm: object = None
 
     def __post_init__(self) -> None:
@@ -65,8 +82,9 @@ class ClockGuard:
             raise ValueError(f"clocks must be one of {', '.join(MODES)}, not {self.mode!r}")
 
     @property
-    def index(self) -> int:
-        return int(self.device.partition(":")[2] or 0)
+    def index(self):  # type: ignore[no-untyped-def]
+        """The key the backend is addressed with (kept under its old name for callers)."""
+        return self.key if self.key is not None else int(self.device.partition(":")[2] or 0)
 
     @property
     def _has_targets(self) -> bool:
@@ -76,13 +94,15 @@ class ClockGuard:
     def gpu(self) -> bool:
         return self.device.startswith("cuda")
 
+    @property
+    def _amd(self) -> bool:
+        return getattr(self.backend, "name", "") == "amd-smi"
+
     # ------------------------------------------------------------------ start / stop
     def start(self) -> dict | None:
-        """Open the backend and apply the mode. Returns the lock record, or None if nothing locked.
-
-        Raises ClockError in ``lock`` mode when clocks cannot be set or did not take, and in
-        ``verify`` mode when targets are given and the clocks are elsewhere.
-        """
+        """Open the backend, find the physical GPU and apply the mode. Returns the lock record,
+        or None if nothing was locked. Raises ClockError in ``lock`` mode when clocks cannot be
+        set or did not take, and in ``verify`` mode when targets are given and clocks are elsewhere."""
         if not self.gpu:
             if self.mode == "lock":
                 raise ClockError("sandbox.clocks: lock needs a GPU target (target.device: cuda) — "
@@ -90,71 +110,122 @@ class ClockGuard:
             return None
         try:
             self.backend = self.backend_factory()
+            self._resolve()
         except ClockError as exc:
             self.gpu_error = str(exc)
             if self.mode == "lock" or (self.mode == "verify" and self._has_targets):
                 raise
+            self.backend = None
             return None  # nothing to enforce: fingerprints carry gpu_error instead
         if self.mode == "lock":
             return self._lock()
         if self.mode == "verify" and self._has_targets:
-            self._check(self.backend.state(self.index), "verify")
+            self._check(self.backend.state(self.key), "verify")
         return None
+
+    def _resolve(self) -> None:
+        assert self.backend is not None
+        self._visible = physical_key(self.device, self.env)
+        if self.mode == "lock" and str(self._visible).startswith("MIG-"):
+            raise ClockError(f"{self.device} is MIG instance {self._visible}: clocks are shared by every "
+                             "instance on the GPU, so a lock needs the whole GPU — use sandbox.clocks: verify")
+        st = self.backend.state(self._visible)
+        self.key = (st.pci_bus_id if self._amd else st.uuid) or self._visible
 
     def _lock(self) -> dict:
         assert self.backend is not None
-        before = self.backend.state(self.index)
-        g, m = self.targets.graphics_mhz, self.targets.memory_mhz
+        before = self.backend.state(self.key)
+        save = getattr(self.backend, "save", None)
+        self.saved = dict(save(self.key)) if save is not None else {}
+        g, m, source = self.targets.graphics_mhz, self.targets.memory_mhz, "sandbox.clock_targets"
         if g is None or m is None:
-            dg, dm = self.backend.default_targets(self.index)
-            g, m = g or dg, m or dm
+            dt = tuple(self.backend.default_targets(self.key))
+            if g is None:
+                g, source = dt[0], (dt[2] if len(dt) > 2 else f"{self.backend.name} default")
+                if g is None and len(dt) > 2:  # the backend says why it has no sustainable clock
+                    raise ClockError(f"{self.backend.name}: GPU {self.key}: {source}")
+            m = m or dt[1]
         if g is None and m is None:
-            raise ClockError(f"{self.backend.name}: no default clocks known for GPU {self.index} — "
+            raise ClockError(f"{self.backend.name}: no default clocks known for GPU {self.key} — "
                              "set sandbox.clock_targets.graphics_mhz / memory_mhz")
-        self.targets = ClockTargets(g, m, self.targets.tolerance_mhz, self.targets.settle_s)
-        self.locked = {"backend": self.backend.name, "index": self.index, "uuid": before.uuid,
-                       "graphics_mhz": g, "memory_mhz": m, "before": before.to_dict()}
+        self.targets = ClockTargets(g if isinstance(g, int) else None, m, self.targets.tolerance_mhz,
+                                    self.targets.settle_s)
+        self.locked = {"backend": self.backend.name, "index": str(self.key), "uuid": before.uuid,
+                       "pci_bus_id": before.pci_bus_id, "graphics_mhz": g, "memory_mhz": m,
+                       "graphics_source": source, "saved": self.saved, "pid": os.getpid(),
+                       "pid_start": _start_ticks(os.getpid()), "before": before.to_dict()}
         if self.on_lock is not None:  # recorded first: a crash right after the lock is still undone
             self.on_lock(self.locked)
         self._install_restore()
+        self._lock_args = (g, m)  # a re-lock repeats the request (a symbolic TDP/STABLE target too)
         try:
-            self.backend.lock(self.index, g, m)
+            self._driver_lock(g, m)
+            self.sleep(self.targets.settle_s)
+            self._verify_under_load(g)
         except ClockError:
-            self.restore("the lock was refused")
-            raise
-        self.sleep(self.targets.settle_s)
-        try:
-            self._check(self.backend.state(self.index), "lock")
-        except ClockError:
-            self.restore("the lock did not take")
+            self.restore("the lock was refused or did not take")
             raise
         return self.locked
 
-    def _off(self, state: GpuState) -> list[str]:
+    def _driver_lock(self, g, m) -> None:  # type: ignore[no-untyped-def]
+        assert self.backend is not None
+        if getattr(self.backend, "save", None) is not None:
+            self.backend.lock(self.key, g, m, saved=self.saved)  # type: ignore[call-arg]
+        else:
+            self.backend.lock(self.key, g, m)
+
+    def _load(self) -> ContextManager:
+        if self.load is not None:
+            return self.load(self.key)
+        return gpu_watch.load_burst(self._visible if self._amd else self.key, amd=self._amd)
+
+    def _verify_under_load(self, g) -> None:  # type: ignore[no-untyped-def]
+        """Read the clocks while the GPU works: idle readings cannot tell a lock from no lock."""
+        assert self.backend is not None and self.locked is not None
+        with self._load():
+            self.sleep(min(1.0, self.targets.settle_s))
+            st = self.backend.state(self.key)
+        if st.idle:
+            raise ClockError(f"GPU {self.key}: the driver reports it idle during the load burst, so the lock "
+                             "cannot be verified — is another process holding the GPU?")
+        if not isinstance(g, int):  # a symbolic target (TDP, STABLE_STD): the loaded clock is the target
+            self.targets.graphics_mhz = st.graphics_mhz
+            self.locked["graphics_mhz"] = st.graphics_mhz
+        self.locked["under_load"] = st.to_dict()
+        self._check(st, "lock", strict=True)
+
+    def _off(self, state: GpuState, strict: bool = False) -> list[str]:
         t, off = self.targets, []
         if t.graphics_mhz and state.graphics_mhz is not None and abs(state.graphics_mhz - t.graphics_mhz) > t.tolerance_mhz:
-            # An idle GPU may sit below a lock it will honour under load; only trust a low reading
-            # when NVML does not call it idle.
-            if not (state.throttle_reasons or 0) & _IDLE or state.graphics_mhz > t.graphics_mhz:
+            # Between jobs an idle GPU parks below a lock it honours under load; under load
+            # (strict) a low reading is a lock the driver did not take, or throttling.
+            if strict or not state.idle or state.graphics_mhz > t.graphics_mhz:
                 off.append(f"graphics {state.graphics_mhz} MHz (want {t.graphics_mhz}±{t.tolerance_mhz})")
         if t.memory_mhz and state.memory_mhz is not None and abs(state.memory_mhz - t.memory_mhz) > t.tolerance_mhz:
             off.append(f"memory {state.memory_mhz} MHz (want {t.memory_mhz}±{t.tolerance_mhz})")
+        if strict and (state.throttle_reasons or 0) & BAD_THROTTLE_MASK:
+            off.append(f"throttled under load ({', '.join(decode_throttle(state.throttle_reasons & BAD_THROTTLE_MASK))})")
         return off
 
-    def _check(self, state: GpuState, what: str) -> None:
-        off = self._off(state)
+    def _check(self, state: GpuState, what: str, strict: bool = False) -> None:
+        off = self._off(state, strict)
         if off:
-            fix = ("the driver ignored the lock (another tool reset it, or unsupported values)"
-                   if what == "lock" else "lock them (sandbox.clocks: lock) or fix clock_targets")
-            raise ClockError(f"GPU {self.index} clocks are not where they must be: {', '.join(off)} — {fix}")
+            fix = ("the driver did not hold the lock under load (ignored it, or the clock is above what the power "
+                   "limit sustains: lock a lower clock)" if what == "lock" else
+                   "lock them (sandbox.clocks: lock) or fix clock_targets")
+            raise ClockError(f"GPU {self.key} clocks are not where they must be: {', '.join(off)} — {fix}")
 
     def restore(self, reason: str = "campaign ended") -> None:
-        """Undo our lock (idempotent); tells the store through ``on_restore``."""
+        """Undo our lock (idempotent), putting back what was saved; tells the store through ``on_restore``."""
         if self.locked is None or self.backend is None:
             return
         record, self.locked = self.locked, None
         try:
-            self.backend.reset(self.index)
+            undo = getattr(self.backend, "restore", None)
+            if undo is not None:
+                undo(self.key, self.saved)
+            else:
+                self.backend.reset(self.key)
             ok, err = True, None
         except ClockError as exc:
             ok, err = False, str(exc)
@@ -185,20 +256,39 @@ class ClockGuard:
             self._prev_sigterm = None
 
     def close(self) -> None:
+        if self._sampler is not None:
+            self._sampler.stop()
+            self._sampler = None
         self.restore()
 
     # ------------------------------------------------------------------ per job
     def before(self, job: Job) -> None:
-        if self.backend is None or self.mode == "ignore" or not (self.locked or self._has_targets):
+        if self.unhealthy:
+            raise ClockError(f"GPU unhealthy: {self.unhealthy} — stop here; reset the GPU (nvidia-smi -r / "
+                             "amd-smi reset -G) or reboot before measuring again")
+        if self.backend is None:
             return
-        state = self.backend.state(self.index)
-        if not self._off(state):
-            return
-        if self.mode == "lock":  # someone reset them (driver reload, another tool): once more
-            self.backend.lock(self.index, self.targets.graphics_mhz, self.targets.memory_mhz)
-            self.sleep(self.targets.settle_s)
-            state = self.backend.state(self.index)
-        self._check(state, self.mode)
+        if self.mode != "ignore" and (self.locked or self._has_targets):
+            state = self.backend.state(self.key)
+            if self._off(state):
+                if self.mode == "lock":  # someone reset them (driver reload, another tool): once more
+                    self._driver_lock(*self._lock_args)
+                    self.sleep(self.targets.settle_s)
+                    state = self.backend.state(self.key)
+                self._check(state, self.mode)
+        procs = getattr(self.backend, "processes", None)
+        try:
+            self._pids_before = set(procs(self.key)) if procs is not None else set()
+            xids = getattr(self.backend, "xid_errors", None)
+            if xids is not None:
+                xids(self.key)  # subscribe / drain: only errors during the job count
+        except ClockError:
+            self._pids_before = set()
+        backend, key = self.backend, self.key
+        # NVML reads are cheap; each CLI reading is a process start, which must not load the host
+        interval = self.sample_interval_s if backend.name == "nvml" else max(1.0, self.sample_interval_s)
+        self._sampler = gpu_watch.ThrottleSampler(lambda: backend.state(key), interval)
+        self._sampler.start()
 
     def fingerprint(self) -> dict:
         fp = dict(host_fingerprint())
@@ -213,14 +303,51 @@ class ClockGuard:
             fp["gpu_error"] = self.gpu_error
             return fp
         try:
-            st = self.backend.state(self.index)
+            st = self.backend.state(self.key)
         except ClockError as exc:
             fp["gpu_error"] = str(exc)
             return fp
-        fp.update({f"gpu_{k}": v for k, v in st.to_dict().items() if k != "index"})
+        fp.update({f"gpu_{k}": v for k, v in st.to_dict().items() if k not in ("index", "busy")})
         fp["gpu_backend"] = self.backend.name
         fp["gpu_throttled"] = bool((st.throttle_reasons or 0) & BAD_THROTTLE_MASK)
         return fp
 
     def after(self, job: Job, result: JobResult) -> None:
-        result.fingerprint.update(self.fingerprint())
+        sampled = self._sampler.stop() if self._sampler is not None else None
+        self._sampler = None
+        fp = self.fingerprint()
+        if sampled is not None:
+            fp["gpu_sampled"] = sampled
+            lo, t = sampled.get("graphics_min_mhz"), self.targets
+            if self.locked and t.graphics_mhz and lo is not None and lo < t.graphics_mhz - t.tolerance_mhz:
+                fp["gpu_clock_off_under_load"] = (f"graphics clock fell to {lo} MHz during the job "
+                                                  f"(locked at {t.graphics_mhz} MHz)")
+        if result.timed_out and self.gpu and self.backend is not None:
+            why = gpu_watch.recover_after_kill(self.backend, self.key, self._pids_before,
+                                               self.sanity or self._default_sanity, sleep=self.sleep)
+            if why:
+                self.unhealthy = why
+                fp["gpu_unhealthy"] = why
+        result.fingerprint.update(fp)
+
+    def _default_sanity(self, key) -> str | None:  # type: ignore[no-untyped-def]
+        return gpu_watch.sanity_kernel(self._visible if self._amd else key, amd=self._amd)
+
+
+def _start_ticks(pid: int) -> int | None:
+    """The process's start time in clock ticks since boot: with the pid, it names one process
+    (a pid alone may be reused after the owner died)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
+            return int(f.read().rsplit(")", 1)[1].split()[19])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def owner_alive(record: dict) -> bool:
+    """Whether the process that wrote a ``clocks_locked`` record still runs (on this host)."""
+    pid = record.get("pid")
+    if not isinstance(pid, int) or pid == os.getpid() or not pid_alive(pid):
+        return False
+    started = record.get("pid_start")
+    return started is None or _start_ticks(pid) in (None, started)

@@ -1,8 +1,8 @@
 """Peak rates per device, for the Critic's speed-of-light floor (reward hack #12 in
 docs/integrity.md#reward-hacks).
 
-GPUs come from a table of published dense peaks (the *highest* variant of each family, so the
-floor errs towards never flagging an honest kernel). CPUs have no useful public table, so the
+GPUs come from a table of published dense peaks per board variant (SXM, PCIe, NVL; the superchips
+GH200/GB200 have their own rows). CPUs have no useful public table, so the
 harness measures them once per (host, CPU model, thread count, torch) with a micro-benchmark and
 this module caches the result on disk, merging by maximum: a measurement disturbed by load can
 only make the floor more lenient, never stricter.
@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import re
 import socket
 import time
 from dataclasses import asdict, dataclass
@@ -44,21 +45,48 @@ class DevicePeak:
         return max(self.fp32_flops, self.tf32_flops)
 
 
-# Dense (no 2:4 sparsity) datasheet peaks; for each family the fastest SKU (SXM / OAM).
+# Dense (no 2:4 sparsity) datasheet peaks, per variant: the same chip ships with different memory
+# and power limits (H100: SXM 3.35 TB/s, PCIe 2.0 TB/s, NVL 3.9 TB/s), and a floor built from the
+# wrong variant's bandwidth either flags honest kernels or misses impossible ones.
 GPU_PEAKS: dict[str, DevicePeak] = {
+    "GB200": DevicePeak("GB200", 80 * _TB, 1250 * _TB, 2500 * _TB, 40 * _TB, 8.0 * _TB),  # per GPU
+    "B200": DevicePeak("B200", 80 * _TB, 1100 * _TB, 2250 * _TB, 40 * _TB, 8.0 * _TB),
+    "GH200": DevicePeak("GH200", 67 * _TB, 495 * _TB, 990 * _TB, 67 * _TB, 4.9 * _TB),  # HBM3e variant (HBM3: 4.0)
     "H200": DevicePeak("H200", 67 * _TB, 495 * _TB, 990 * _TB, 67 * _TB, 4.8 * _TB),
-    "H100": DevicePeak("H100", 67 * _TB, 495 * _TB, 990 * _TB, 67 * _TB, 3.9 * _TB),
+    "H100 NVL": DevicePeak("H100 NVL", 60 * _TB, 418 * _TB, 835 * _TB, 60 * _TB, 3.9 * _TB),
+    "H100 PCIe": DevicePeak("H100 PCIe", 51 * _TB, 378 * _TB, 756 * _TB, 51 * _TB, 2.0 * _TB),
+    "H100 SXM": DevicePeak("H100 SXM", 67 * _TB, 495 * _TB, 990 * _TB, 67 * _TB, 3.35 * _TB),
+    # H800: the export variant of H100 — same tensor throughput, NVLink and FP64 cut
+    "H800 PCIe": DevicePeak("H800 PCIe", 51 * _TB, 378 * _TB, 756 * _TB, 0.8 * _TB, 2.0 * _TB),
+    "H800 SXM": DevicePeak("H800 SXM", 67 * _TB, 495 * _TB, 990 * _TB, 1 * _TB, 3.35 * _TB),
     "A100": DevicePeak("A100", 19.5 * _TB, 156 * _TB, 312 * _TB, 19.5 * _TB, 2.04 * _TB),
+    "MI325X": DevicePeak("MI325X", 163.4 * _TB, 653.7 * _TB, 1307.4 * _TB, 163.4 * _TB, 6.0 * _TB),
     "MI300X": DevicePeak("MI300X", 163.4 * _TB, 653.7 * _TB, 1307.4 * _TB, 163.4 * _TB, 5.3 * _TB),
-    "B200": DevicePeak("B200", 80 * _TB, 1200 * _TB, 2250 * _TB, 40 * _TB, 8.0 * _TB),
 }
+
+# (pattern on the upper-cased name, table key), most specific first. Model numbers are matched as
+# whole tokens so "GH200" never reads as H200 nor "GB200" as B200.
+_NAME_RULES = (
+    (r"(?<![A-Z0-9])GB200(?![0-9])", "GB200"),
+    (r"(?<![A-Z0-9])B200(?![0-9])", "B200"),
+    (r"(?<![A-Z0-9])GH200(?![0-9])", "GH200"),
+    (r"(?<![A-Z0-9])H200(?![0-9])", "H200"),
+    (r"(?<![A-Z0-9])H100\b.*\bNVL\b", "H100 NVL"),
+    (r"(?<![A-Z0-9])H100\b.*\bPCIE\b", "H100 PCIe"),
+    (r"(?<![A-Z0-9])H100(?![0-9])", "H100 SXM"),  # "NVIDIA H100 80GB HBM3" is the SXM board
+    (r"(?<![A-Z0-9])H800\b.*\bPCIE\b", "H800 PCIe"),
+    (r"(?<![A-Z0-9])H800(?![0-9])", "H800 SXM"),
+    (r"(?<![A-Z0-9])A100(?![0-9])", "A100"),
+    (r"(?<![A-Z0-9])MI325X\b", "MI325X"),
+    (r"(?<![A-Z0-9])MI300X\b", "MI300X"),
+)
 
 
 def gpu_peak(name: str | None) -> DevicePeak | None:
     """Match a CUDA/ROCm device name ("NVIDIA H100 80GB HBM3", "AMD Instinct MI300X") to the table."""
-    upper = (name or "").upper().replace(" ", "")
-    for key in ("H200", "H100", "A100", "MI300X", "B200"):  # H200 before H100: names nest
-        if key in upper:
+    upper = (name or "").upper()
+    for pattern, key in _NAME_RULES:
+        if re.search(pattern, upper):
             return GPU_PEAKS[key]
     return None
 

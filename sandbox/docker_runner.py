@@ -21,7 +21,6 @@ import io
 import json
 import os
 import secrets
-import shutil
 import socket
 import sys
 import tarfile
@@ -31,6 +30,7 @@ import time
 from docker.utils.socket import frames_iter
 
 from .docker_scripts import BOOT, FINISH, MAX_COLLECT, REAPER, split_status
+from .gpu_identity import device_uuid
 from .images import ImagePlan, ensure_image, resolve_image
 from .jobio import TailBuffer, safe_relpath, scrubbed_env
 from .proctree import pid_alive
@@ -59,14 +59,17 @@ def connect(base_url: str | None = None, timeout: float = 60):  # type: ignore[n
 
 
 def gpu_support(client) -> bool:  # type: ignore[no-untyped-def]
-    """Whether the engine can honour GPU device_requests: the nvidia runtime, CDI specs, or the
-    runtime hook Docker >= 19.03 calls for them (a local engine is assumed for the last two)."""
+    """Whether *the engine* can honour GPU device_requests, from its own ``docker info``: the
+    nvidia runtime registered with dockerd, or NVIDIA devices among the CDI devices it discovered.
+    Arbor's PATH and files say nothing about a dockerd that may run elsewhere (DOCKER_HOST)."""
     try:
-        runtimes = client.info().get("Runtimes") or {}
+        info = client.info() or {}
     except Exception:  # noqa: BLE001
-        runtimes = {}
-    return ("nvidia" in runtimes or os.path.exists("/etc/cdi/nvidia.yaml")
-            or shutil.which("nvidia-container-runtime-hook") is not None)
+        return False
+    if "nvidia" in (info.get("Runtimes") or {}):
+        return True
+    devices = info.get("DiscoveredDevices") or []
+    return any(str(d.get("ID", "")).startswith("nvidia.com/gpu") for d in devices if isinstance(d, dict))
 
 
 def _owner() -> str:
@@ -130,8 +133,8 @@ class DockerRunner(Runner):
             return []
         import docker.types
 
-        index = self.device.partition(":")[2] or "0"
-        return [docker.types.DeviceRequest(device_ids=[index], capabilities=[["gpu"]])]
+        # by UUID: an index would be re-read through whatever CUDA_VISIBLE_DEVICES says
+        return [docker.types.DeviceRequest(device_ids=[device_uuid(self.device)], capabilities=[["gpu"]])]
 
     def _start(self):  # type: ignore[no-untyped-def]
         import docker.errors
@@ -248,7 +251,8 @@ class DockerRunner(Runner):
     def _env(self, jobdir: str, job: Job) -> dict[str, str]:
         source = {**os.environ, "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
         env = scrubbed_env(jobdir, job.env, source=source)
-        env.pop("LD_LIBRARY_PATH", None)  # a host path means nothing inside the image
+        if self.plan.recipe != "host":  # the host image mounts the host's paths where they were
+            env.pop("LD_LIBRARY_PATH", None)
         if self.device.startswith("cuda"):
             env.pop("CUDA_VISIBLE_DEVICES", None)  # device_requests already picked the GPU
         return env

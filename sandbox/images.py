@@ -58,9 +58,11 @@ def host_mounts() -> list[tuple[str, str]]:
     mounts = [("/usr", "/usr")]
     mounts += [(f"/{n}", f"/{n}") for n in ("lib", "lib64", "lib32")
                if os.path.isdir(f"/{n}") and not os.path.islink(f"/{n}")]
-    for f in ("/etc/ld.so.cache", "/etc/localtime"):
-        if os.path.isfile(f):
-            mounts.append((f, f))
+    # /etc/ld.so.cache is *copied* into the image (see _host_context), never bind-mounted: the
+    # NVIDIA container hook runs ldconfig inside the container to register the driver's
+    # libraries, and ldconfig fails on a read-only bind mount of the cache.
+    if os.path.isfile("/etc/localtime"):
+        mounts.append(("/etc/localtime", "/etc/localtime"))
     prefixes = {os.path.realpath(p) for p in (sys.base_prefix, sys.prefix, sys.exec_prefix)}
     prefixes.add(os.path.dirname(os.path.dirname(os.path.realpath(sys.executable))))
     for p in sorted(prefixes):
@@ -102,7 +104,26 @@ def _host_context() -> bytes:
         add("rootfs/etc/hosts", b"127.0.0.1 localhost\n")
         for name, target in sorted(_host_links().items()):
             add(f"rootfs/{name}", link=target)
+        add("rootfs/etc/ld.so.conf.d", mode=0o755)
+        for name, data in sorted(_ld_files().items()):
+            add(f"rootfs{name}", data)
     return buf.getvalue()
+
+
+def _ld_files() -> dict[str, bytes]:
+    """The host's loader cache and its configuration, copied so the mounted /usr resolves the same
+    libraries inside, and so ldconfig (the NVIDIA hook's) can rewrite the cache in the container."""
+    files: dict[str, bytes] = {}
+    names = ["/etc/ld.so.cache", "/etc/ld.so.conf"]
+    if os.path.isdir("/etc/ld.so.conf.d"):
+        names += [f"/etc/ld.so.conf.d/{n}" for n in sorted(os.listdir("/etc/ld.so.conf.d")) if n.endswith(".conf")]
+    for name in names:
+        try:
+            with open(name, "rb") as f:
+                files[name] = f.read()
+        except OSError:
+            pass
+    return files
 
 
 def _recipe_hash(recipe: str) -> str:

@@ -34,7 +34,11 @@ PASSTHROUGH_ENV = (
     "HIP_VISIBLE_DEVICES",
     "ROCR_VISIBLE_DEVICES",
     "LD_LIBRARY_PATH",
+    "TRITON_INTERPRET",
 )
+# Only ever inherited from Arbor's own environment (a test setting: Triton's CPU interpreter);
+# a job's own variables may not set them.
+PARENT_ONLY_ENV = ("TRITON_INTERPRET",)
 
 
 def scrubbed_env(workdir: str, extra: dict[str, str], source: dict[str, str] | None = None) -> dict[str, str]:
@@ -43,8 +47,10 @@ def scrubbed_env(workdir: str, extra: dict[str, str], source: dict[str, str] | N
     env = {k: src[k] for k in PASSTHROUGH_ENV if k in src}
     env.setdefault("PATH", os.defpath)
     # PCI order makes CUDA's device N the N that NVML (clock control, fingerprints) talks about.
-    env.update({"HOME": workdir, "TMPDIR": workdir, "PYTHONHASHSEED": "0", "CUDA_DEVICE_ORDER": "PCI_BUS_ID"})
-    env.update(extra)
+    env.update({"HOME": workdir, "TMPDIR": workdir, "PYTHONHASHSEED": "0", "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
+                # Triton compiles into its cache: inside the job's own (writable, discarded) directory
+                "TRITON_CACHE_DIR": os.path.join(workdir, ".triton", "cache")})
+    env.update({k: v for k, v in extra.items() if k not in PARENT_ONLY_ENV})
     return env
 
 

@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 
 from arbor.sandbox import devices
+from arbor.sandbox.gpu_identity import check_identity
 from arbor.sandbox.runner import Job, JobResult, Runner
 
 __all__ = ["KernelRequest", "KernelMeasurement", "measure_kernel", "measure_kernels", "HARNESS_PATH",
@@ -181,6 +182,8 @@ def _classify_death(res: JobResult, req: KernelRequest, partial: dict | None) ->
 
 
 def _from_result(data: dict, res: JobResult) -> KernelMeasurement:
+    # a measurement taken on another GPU than the one whose clocks were held is refused
+    check_identity(data.get("fingerprint") or {}, getattr(res, "fingerprint", None) or {})
     extra = {k: data.get(k) for k in ("phase", "recheck", "probe", "sizes_applied")}
     extra.update(returncode=res.returncode, stderr_tail=_tail(res.stderr_tail))
     stats = dict(data.get("stats") or {})

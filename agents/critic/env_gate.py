@@ -32,10 +32,20 @@ def _states(fp: dict) -> list[tuple[str, dict]]:
 
 
 def _throttles(fp: dict) -> list[str]:
+    """Throttling seen around timing (harness) and *during* the job: the runner's sampler ORs the
+    clock-event reasons over every busy sample and diffs the driver's violation counters, so a
+    power cap that lifted before the end-of-job reading still counts."""
     found = []
-    for when, state in _states(fp):
+    sampled = fp.get("gpu_sampled") or {}
+    states = _states(fp) + [("during the job", {"throttle_reasons": sampled.get("throttle_reasons")})]
+    for when, state in states:
         reasons = int(state.get("throttle_reasons") or 0)
         found += [f"{name} ({when})" for bit, name in BAD_THROTTLE.items() if reasons & bit]
+    for kind, ms in sorted((sampled.get("violation_ms") or {}).items()):
+        if ms and float(ms) > 0:
+            found.append(f"{kind} limit for {float(ms):g} ms during the job")
+    if fp.get("gpu_clock_off_under_load"):
+        found.append(str(fp["gpu_clock_off_under_load"]))
     return found
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import socket
 from typing import Callable
 
-from arbor.sandbox.clocks import ClockGuard, ClockTargets
+from arbor.sandbox.clocks import ClockGuard, ClockTargets, owner_alive
 from arbor.sandbox.gpu_control import ClockError, open_backend
 from arbor.sandbox.runner import Runner, make_runner
 from arbor.search_tree.store import Store
@@ -44,7 +44,8 @@ def runner_options(spec: CampaignSpec) -> dict:
 
 
 def restore_stale_clocks(store: Store, campaign_id: int, backend_factory: Callable, report: Report) -> int:
-    """Undo clock locks that a dead Arbor on this host left behind. Returns how many."""
+    """Undo clock locks that a dead Arbor on this host left behind (its recorded pid is gone),
+    restoring the saved state on the recorded GPU. Returns how many."""
     host = socket.gethostname()
     pending: dict[tuple[str, str], tuple[int, dict]] = {}
     for camp in store.list_campaigns():
@@ -59,9 +60,17 @@ def restore_stale_clocks(store: Store, campaign_id: int, backend_factory: Callab
                 pending.pop(key, None)
     restored = 0
     for (_uuid, _backend), (owner_cid, rec) in pending.items():
+        if owner_alive(rec):  # a live campaign's lock (another Arbor on this host): not stale
+            continue
         try:
             backend = backend_factory()
-            backend.reset(int(rec.get("index", 0)))
+            key = rec.get("uuid") or rec.get("pci_bus_id") or rec.get("index", 0)  # by identity, not index
+            key = int(key) if isinstance(key, str) and key.isdigit() else key
+            undo = getattr(backend, "restore", None)
+            if undo is not None:
+                undo(key, rec.get("saved"))  # what was there before, not the driver defaults
+            else:
+                backend.reset(key)
             ok, err = True, None
         except ClockError as exc:
             ok, err = False, str(exc)
@@ -100,7 +109,8 @@ def open_sandbox(spec: CampaignSpec, store: Store, campaign_id: int, report: Rep
         locked = guard.start()
         if locked is not None:
             report("sandbox_info", {"text": f"GPU {locked['index']} clocks locked at "
-                                            f"{locked['graphics_mhz']}/{locked['memory_mhz']} MHz"})
+                                            f"{locked['graphics_mhz']}/{locked['memory_mhz']} MHz "
+                                            f"({locked.get('graphics_source', 'clock_targets')}; verified under load)"})
         notices = list(runner.notices)
         if guard.gpu_error and device.startswith("cuda"):
             notices.append(f"clocks not verified: {guard.gpu_error}")

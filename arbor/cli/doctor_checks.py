@@ -63,10 +63,9 @@ def _gpu(mode: str, device: str, backend_pref: str) -> list[Check]:
                               f"{st.temperature_c} C, {st.power_w} W, throttle {bad or 'none'} ({backend.name})"))
     except ClockError as exc:
         rows.append(Check("gpu state", "fail", str(exc), "check the driver (nvidia-smi)"))
-    root = os.geteuid() == 0
-    rows.append(Check("clock permission", "ok" if root else ("fail" if mode == "lock" else "warn"),
-                      "running as root: clocks can be locked" if root else "not root: clocks cannot be locked",
-                      "" if root else "run as root, or use sandbox.clocks: verify"))
+    from arbor.cli.doctor_gpu import clock_permission
+
+    rows.append(clock_permission(mode))
     return rows
 
 
@@ -184,8 +183,10 @@ def run_checks(spec=None, skip_llm: bool = False) -> list[Check]:  # type: ignor
     sb = spec.sandbox if spec is not None else None
     device = str(getattr(spec.target, "device", "cpu") or "cpu") if spec is not None else "cpu"
     kind = sb.kind if sb else "local"
+    from arbor.cli.doctor_gpu import device_checks, toolchain_checks
+
     groups: list[Callable[[], list[Check]]] = [
-        _torch,
+        lambda: _torch() + device_checks(device) + toolchain_checks(device, kind),
         lambda: _gpu(sb.clocks if sb else "verify", device, sb.gpu_backend if sb else "auto"),
         _local_isolation,
         lambda: _docker(kind, sb.docker.image if sb else "host", device, sb.docker.base_url if sb else None),

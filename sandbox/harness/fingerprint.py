@@ -52,6 +52,11 @@ def fingerprint(device: str) -> dict:
                   gpu_memory_bytes=props.total_memory,
                   gpu_l2_bytes=getattr(props, "L2_cache_size", None),
                   gpu_driver=driver.splitlines()[0] if driver else None)
+        # which physical GPU this process ran on: the runner compares it with the GPU it held
+        fp["device_uuid"] = _uuid(torch.device(device).index or 0)
+        bus = [getattr(props, k, None) for k in ("pci_domain_id", "pci_bus_id", "pci_device_id")]
+        if None not in bus:
+            fp["device_pci_bus_id"] = f"{bus[0]:04x}:{bus[1]:02x}:{bus[2]:02x}.0"
     return fp
 
 
@@ -91,11 +96,19 @@ def _smi_state(index: int, uuid: str | None) -> dict | None:
     exe = shutil.which("nvidia-smi")
     if exe is None:
         return None
-    query = "clocks.sm,clocks.mem,clocks_throttle_reasons.active,temperature.gpu,power.draw"
+    out: list[str] = []
+    # clocks_event_reasons is the current name; drivers from before the rename know only the old one
+    for reasons_field in ("clocks_event_reasons.active", "clocks_throttle_reasons.active"):
+        query = f"clocks.sm,clocks.mem,{reasons_field},temperature.gpu,power.draw"
+        try:
+            out = subprocess.run([exe, f"--id={uuid or index}", f"--query-gpu={query}",
+                                  "--format=csv,noheader,nounits"], capture_output=True, text=True,
+                                 timeout=10, check=False).stdout.strip().splitlines()
+        except (OSError, subprocess.SubprocessError):
+            return None
+        if out and "not a valid field" not in out[0]:
+            break
     try:
-        out = subprocess.run([exe, f"--id={uuid or index}", f"--query-gpu={query}",
-                              "--format=csv,noheader,nounits"], capture_output=True, text=True,
-                             timeout=10, check=False).stdout.strip().splitlines()
         sm, mem, reasons, temp, power = [v.strip() for v in out[0].split(",")]
         return {"sm_clock_mhz": int(float(sm)), "mem_clock_mhz": int(float(mem)),
                 "throttle_reasons": int(reasons, 16) if reasons.startswith("0x") else int(reasons),

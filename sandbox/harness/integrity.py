@@ -125,6 +125,9 @@ def global_state() -> dict:
         "function_modes": _get(torch._C._len_torch_function_stack),
         "trace": repr(sys.gettrace()), "profile": repr(sys.getprofile()),
         "switch_interval": sys.getswitchinterval(),
+        # set by Arbor's environment only (tests: Triton's CPU interpreter); a candidate that
+        # switches it changes how every Triton kernel in the process runs
+        "env TRITON_INTERPRET": os.environ.get("TRITON_INTERPRET"),
     }
     # the fp32_precision API says "none" for "inherit", which is IEEE unless a parent says otherwise
     return {k: ("ieee" if k.endswith("fp32_precision") and v == "none" else v)

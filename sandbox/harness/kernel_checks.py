@@ -220,3 +220,15 @@ def degenerate(ref, atol: float | None, rtol: float | None,  # type: ignore[no-u
             return (f"output {i} is within the tolerance (atol={a:g}, rtol={b:g}) of the constant "
                     f"{c.item():.6g} for {share:.2%} of its elements")
     return None
+
+
+def triton_hint(exc: BaseException) -> str:
+    """A first line that says what a Triton failure without a GPU means: Triton picks its backend
+    from the active driver, and with none (a CPU-only machine, or no CUDA/ROCm visible) every
+    ``@triton.jit`` launch and every ``@triton.autotune`` benchmark fails with a bare
+    "0 active drivers" deep inside Triton."""
+    text = f"{type(exc).__name__}: {exc}"
+    if "active drivers" in text or "no GPU driver" in text.lower():
+        return (" Triton found no GPU driver (0 active drivers): @triton.jit / @triton.autotune kernels need "
+                "a CUDA or ROCm GPU (Triton's CPU interpreter, TRITON_INTERPRET=1, is a test-only setting)")
+    return ""

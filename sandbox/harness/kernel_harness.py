@@ -55,7 +55,7 @@ def _format_exc(exc: BaseException) -> str:
 
 
 def _classify(exc: BaseException, default: str, what: str) -> Exception:
-    return Failure("oom" if _is_oom(exc) else default, _tail(f"{what}\n{_format_exc(exc)}"))
+    return Failure("oom" if _is_oom(exc) else default, _tail(f"{what}{checks.triton_hint(exc)}\n{_format_exc(exc)}"))
 
 
 def _write_result(result: dict) -> None:
@@ -299,6 +299,8 @@ class Harness:
         if not self.spot_checks:  # at least one, on a sample timed like the others
             self.spot_p = 1.0
             sample(1, rnd * inner[1], inner[1])
+        if self.cuda:  # right after the timed calls, before the quiet window lets the GPU idle
+            self.result["fingerprint"]["gpu_state_end"] = fpr.gpu_state(str(self.device))
         self.verify()
         self.checker.quiet_window(self.audit)
 
@@ -309,7 +311,6 @@ class Harness:
         self.result["fingerprint"] = fp = fpr.fingerprint(str(self.device))
         if self.cuda:
             torch.empty(1, device=self.device)  # create the context the L2 controls act on
-            fp["gpu_state_start"] = fpr.gpu_state(str(self.device))
             self.l2.reset()
         self.facts["peak"] = req.get("peak")
         if not self.cuda and not req.get("peak") and req.get("measure_peak"):
@@ -323,12 +324,12 @@ class Harness:
             with self.timed("correctness"):
                 self.checker.run()
             with self.timed("timing"):
+                if self.cuda:  # after warm-up and correctness: the GPU is at its working clocks
+                    fp["gpu_state_start"] = fpr.gpu_state(str(self.device))
                 self.timing()
                 self.checkpoint("recheck")
                 self.checker.recheck(self.pools[1])
             self.verify()
-        if self.cuda:
-            fp["gpu_state_end"] = fpr.gpu_state(str(self.device))
         self.result.update(status="ok", phase="done")
 
 

@@ -7,7 +7,9 @@ CUDA events only see the stream they are recorded on, so a candidate could hide 
 stream (reward hack #4). Each call is therefore followed by a wait on the end event and then a
 device-wide synchronize: on an honest candidate the device is already idle and that synchronize
 returns at once; any time it takes is work the events did not see, reported as ``leftover``.
-Before every call the L2 is flushed (a 256 MB write) and persisting-L2 carve-outs are reset.
+Before every call the last-level cache is flushed and persisting-L2 carve-outs are reset. The flush
+writes at least twice the device's last-level cache: torch reports the L2, but AMD's CDNA3 parts
+put a 256 MB Infinity Cache (MALL) behind it, so a flush the size of that cache does not evict it.
 """
 
 from __future__ import annotations
@@ -41,13 +43,27 @@ class CpuTimer:
         return (perf_ns() - t0) / 1e9 / inner, out, order[-1]
 
 
-class CudaTimer:
-    FLUSH_BYTES = 256 << 20  # larger than any current L2
+# Last-level caches torch's device properties do not report (AMD Infinity Cache / MALL).
+_LLC_BYTES = {"MI300X": 256 << 20, "MI300A": 256 << 20, "MI325X": 256 << 20, "MI308X": 256 << 20,
+              "MI350X": 256 << 20, "MI355X": 256 << 20}
+_MIN_FLUSH = 128 << 20
 
+
+def flush_bytes(name: str | None, l2_bytes: int | None) -> int:
+    """Bytes to write so that nothing a previous call left in any cache level survives:
+    twice the largest last-level cache known for the device, never less than 128 MB."""
+    upper = (name or "").upper()
+    llc = max([int(l2_bytes or 0)] + [v for k, v in _LLC_BYTES.items() if k in upper])
+    return max(2 * llc, _MIN_FLUSH)
+
+
+class CudaTimer:
     def __init__(self, device: torch.device, l2) -> None:  # type: ignore[no-untyped-def]
         self.sync = torch.cuda.synchronize
         self.event = torch.cuda.Event
-        self.flush = torch.empty(self.FLUSH_BYTES, dtype=torch.uint8, device=device)
+        props = torch.cuda.get_device_properties(device)
+        self.flush_bytes = flush_bytes(props.name, getattr(props, "L2_cache_size", None))
+        self.flush = torch.empty(self.flush_bytes, dtype=torch.uint8, device=device)
         self.l2 = l2
         self.stream = torch.cuda.current_stream(device)
         self.leftover_s = 0.0  # device time after the end event: work on streams we did not time

@@ -114,7 +114,7 @@ def test_env_scrubbed(runner, monkeypatch):
     allowed = {"PATH", "LANG", "LC_ALL", "HOME", "TMPDIR", "PYTHONHASHSEED", "ARBOR_X", "ARBOR_JOB",
                "OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "CUDA_DEVICE_ORDER",
                "NUMEXPR_NUM_THREADS", "CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES",
-               "ROCR_VISIBLE_DEVICES", "LD_LIBRARY_PATH", "LC_CTYPE"}
+               "ROCR_VISIBLE_DEVICES", "LD_LIBRARY_PATH", "LC_CTYPE", "TRITON_INTERPRET", "TRITON_CACHE_DIR"}
     assert set(env) <= allowed
 
 

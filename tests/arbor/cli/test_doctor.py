@@ -92,3 +92,45 @@ def test_table_and_bad_spec(tmp_path):
     (tmp_path / "bad.yaml").write_text("name: x\ntarget: {problem: p.py}\nsandbox: {clocks: maybe}\n")
     code, out = _doctor(str(tmp_path / "bad.yaml"))
     assert code == 2 and "sandbox.clocks" in out and "Traceback" not in out
+
+
+from tests.sandbox.fakes.fixtures import machine, nvml  # noqa: E402,F401  (fixtures)
+
+
+def _cuda_campaign(tmp_path, clocks: str = "verify") -> str:
+    (tmp_path / "p.py").write_text("x = 1\n")
+    (tmp_path / "c.yaml").write_text(f"name: g\ntarget: {{problem: p.py, device: cuda}}\nsandbox: {{clocks: {clocks}}}\n")
+    return str(tmp_path / "c.yaml")
+
+
+def test_cuda_campaign_on_cpu_only_torch_fails_naming_the_fix(tmp_path, machine, nvml):
+    import torch
+
+    if torch.version.cuda or torch.cuda.is_available():
+        pytest.skip("this torch can run CUDA")
+    nvml(machine())  # a driver answers, so only torch is wrong
+    code, out = _doctor(_cuda_campaign(tmp_path), "--json", "--skip-llm")
+    assert code == 1, out
+    rows = {c["name"]: c for c in json.loads(out)["checks"]}
+    assert rows["torch device"]["status"] == "fail" and "CPU-only build" in rows["torch device"]["detail"]
+    assert "CUDA build of torch" in rows["torch device"]["fix"]
+    assert {"triton", "nvcc", "ninja"} <= set(rows)  # what GPU candidates compile with
+    assert rows["gpu 0"]["status"] == "ok" and "GPU-00000000" in rows["gpu 0"]["detail"]  # the fake's GPUs
+
+
+def test_clock_permission_is_not_ok_just_because_euid_is_0(tmp_path, machine, nvml, monkeypatch):
+    import arbor.cli.doctor_gpu as dg
+
+    nvml(machine())
+    status = tmp_path / "status"
+    status.write_text("Name:\tpython\nCapEff:\t00000000a80425fb\n")  # Docker's default set: no CAP_SYS_ADMIN
+    monkeypatch.setattr(dg, "STATUS_PATH", str(status))
+    monkeypatch.setattr(dg.os, "geteuid", lambda: 0)
+    code, out = _doctor(_cuda_campaign(tmp_path, "lock"), "--json", "--skip-llm")
+    rows = {c["name"]: c for c in json.loads(out)["checks"]}
+    assert code == 1 and rows["clock permission"]["status"] == "fail"
+    assert "without CAP_SYS_ADMIN" in rows["clock permission"]["detail"] and "-acp" not in out
+    status.write_text("CapEff:\t000001ffffffffff\n")  # all capabilities, but inside a container
+    monkeypatch.setattr(dg, "_in_container", lambda: True)
+    rows = {c["name"]: c for c in json.loads(_doctor(_cuda_campaign(tmp_path, "lock"), "--json", "--skip-llm")[1])["checks"]}
+    assert rows["clock permission"]["status"] == "warn" and "container" in rows["clock permission"]["detail"]
