@@ -33,7 +33,7 @@ def honest():
 def test_corpus_covers_the_catalogue():
     assert {c.catalogue for c in HOSTILE} >= CPU_CLASSES
     assert {c.catalogue for c in GPU} >= {4, 11}
-    assert len(HONEST) >= 10
+    assert len(HONEST) >= 20
     for c in HOSTILE + GPU:
         assert c.expect and c.gate and c.doc, f"{c.name}: metadata incomplete"
 
