@@ -24,7 +24,12 @@ class CriticConfig:
     min_timed_coverage: float = 0.5  # CPU: share of the timing phase inside the timer
     clock_tolerance_mhz: float = 50.0  # GPU clocks vs the baseline's (0: do not compare)
     check_env: bool = True
-    reference_drift: float = 0.5  # the reference may run at most this much slower than at the baseline (0: off)
+    # How much slower than in the baseline's measurement the reference may run: the baseline's
+    # A/A noise floor times ``reference_drift_per_noise``, at least ``reference_drift_min`` and
+    # at most ``reference_drift`` (0: off). A 1% floor allows 15%, a 3% one 30%.
+    reference_drift: float = 0.5
+    reference_drift_per_noise: float = 10.0
+    reference_drift_min: float = 0.15
     seed: int = 0
 
 

@@ -44,6 +44,8 @@ def test_hostile_rejected_with_the_right_diagnosis(case, hostile):
     j = out.judgement
     assert j.final_state in ("rejected", "failed"), out.describe()
     assert (j.diagnosis, failed_gate(j)) == (case.expect, case.gate), out.describe()
+    if not case.dynamic:  # otherwise ``reason`` is about the guard-skipped run's verdict
+        assert case.reason is None or case.reason in j.reason, out.describe()
 
 
 DYNAMIC = [c for c in HOSTILE if c.dynamic]

@@ -305,6 +305,15 @@ def test_a_reference_slower_than_at_the_baseline_is_env_drift_not_a_speedup():
     assert (j.decision, j.diagnosis) == ("remeasure", "env_drift") and "slowed" in j.reason
     j = critic.judge(ev(baseline_reference_s=5.0, remeasures_done=1), b, c)
     assert (j.decision, j.diagnosis, j.final_state) == ("reject", "env_drift", "rejected")
-    # within the tolerance (+50% by default) the paired speedup stands
-    assert critic.judge(ev(baseline_reference_s=8.0), b, c).decision == "accept"
+    # within the tolerance the paired speedup stands
+    assert critic.judge(ev(baseline_reference_s=9.0), b, c).decision == "accept"
+
+
+def test_reference_drift_tolerance_follows_the_baselines_noise_floor():
+    """+25%: a drift where the A/A pinned 1% (tolerance 15%), noise where it pinned 3% (30%);
+    never more than the configured cap (50%)."""
+    b, c = samples(10, 0.02), samples(5, 0.02, seed=1)
+    assert critic.judge(ev(baseline_reference_s=8.0, noise_floor=0.01), b, c).diagnosis == "env_drift"
+    assert critic.judge(ev(baseline_reference_s=8.0, noise_floor=0.03), b, c).decision == "accept"
+    assert critic.judge(ev(baseline_reference_s=6.0, noise_floor=0.2), b, c).diagnosis == "env_drift"
 
