@@ -90,6 +90,11 @@ def run(spec_path: Path = typer.Argument(..., help="campaign YAML"),
             spec.budget = spec.budget.model_copy(update=updates)
         if store_url:
             spec.store.url = store_url
+        from arbor.load_notice import load_notice
+
+        busy = None if (quiet or json_out) else load_notice(getattr(spec.target, "num_threads", None))
+        if busy:
+            err.print(busy)
         from arbor.dashboard.source import evaluations_done
         from arbor.jsonlog import JsonLog, tee
 

@@ -7,7 +7,7 @@ evaluation with a decision, a diagnosis code and a one-sentence reason. Order:
    ``ran``          the harness finished (compile_error, runtime_error, timeout, oom, harness_error)
 2. ``correct``      correct on every seed, re-run and re-check (``incorrect``)
 5. ``plausible``    no integrity violation, not faster than light (``hack_suspected``)
-3. ``stable``       robust CV under the threshold, else re-measure, then ``unstable``
+3. ``stable``       robust CV of the paired ratios under the threshold, else re-measure, then ``unstable``
 4. ``env``          same environment as the baseline, no throttling (``env_drift``)
 6. ``significant``  CI above 1.0 + noise, Mann-Whitney agrees, effect size (``no_gain``, ``regression``)
 7. ``confirm_best`` a new best is measured again, independently, before others build on it
@@ -68,12 +68,17 @@ def gate_correct(ev: Evidence, st: SampleStats | None, cfg: CriticConfig) -> Gat
 
 
 def gate_stable(ev: Evidence, st: SampleStats | None, cfg: CriticConfig) -> GateOutcome | None:
+    """Stability of what is decided: the paired per-round ratios (for the baseline, its A/A
+    ratios), not the absolute times. Load on a shared machine slows whole rounds and inflates
+    the absolute CV while the ratios stay tight; only a ratio that cannot be pinned is unstable."""
     if st is None:
         return None
-    worst = max(st.baseline_cv, st.candidate_cv)
-    if worst <= cfg.max_cv:
+    if st.ratio_cv <= cfg.max_cv:
         return None
-    return remeasure_or_reject(ev, cfg, "unstable", f"robust CV {worst:.1%} exceeds {cfg.max_cv:.0%}")
+    what = "A/A ratio" if ev.is_root else "paired-ratio"
+    return remeasure_or_reject(ev, cfg, "unstable", f"{what} robust CV {st.ratio_cv:.1%} exceeds "
+                               f"{cfg.max_cv:.0%} (absolute times: {st.baseline_cv:.0%} / "
+                               f"{st.candidate_cv:.0%}) over {st.rounds} rounds")
 
 
 def gate_significant(ev: Evidence, st: SampleStats | None, cfg: CriticConfig) -> GateOutcome | None:

@@ -185,6 +185,13 @@ def descendants() -> dict[str, int]:
     return out
 
 
+def _tids() -> list[str]:
+    try:
+        return os.listdir("/proc/self/task")
+    except OSError:
+        return []
+
+
 def _os_threads() -> int:
     try:
         return len(os.listdir("/proc/self/task"))
@@ -198,7 +205,31 @@ class ProcessAudit:
     def __init__(self) -> None:
         self.py_threads = {t.ident for t in threading.enumerate()}
         self.os_threads = _os_threads()
+        self.tids = set(_tids())
         self.children = set(descendants())
+
+    def new_thread_ticks(self, all_new: bool) -> dict[str, int]:
+        """CPU ticks of threads started since the snapshot: every new OS thread (``all_new``, when
+        one intra-op thread means torch itself starts no workers) or the new Python threads."""
+        if all_new:
+            tids = set(_tids()) - self.tids
+        else:
+            tids = {str(t.native_id) for t in threading.enumerate() if t.ident not in self.py_threads}
+        out = {}
+        for tid in tids:
+            info = _ppid_and_ticks(f"self/task/{tid}")
+            if info is not None:
+                out[tid] = info[1]
+        return out
+
+    def check_timing_threads(self, before: dict, span: float, all_new: bool, failure: type) -> None:
+        """Work a candidate's own thread does while the timer runs overlaps the timed calls (and
+        finishes after the timer stops): the timed thread looks faster than the work it did."""
+        now = self.new_thread_ticks(all_new)
+        busy = sum(max(0, t - before.get(k, 0)) for k, t in now.items()) / (os.sysconf("SC_CLK_TCK") or 100)
+        if busy > max(0.01, 0.03 * span):  # honest: ~0 (torch starts no workers on one thread)
+            raise failure("hack_suspected", f"threads the candidate started used {busy:.2f} s of CPU "
+                          f"during the {span:.2f} s timing phase: work moved off the timed thread")
 
     def report(self) -> dict:
         new_py = [t.name for t in threading.enumerate() if t.ident not in self.py_threads]

@@ -271,10 +271,15 @@ class Harness:
         self.verify()
         self.checkpoint("timing")
         samples = (self.result["baseline_samples"], self.result["candidate_samples"])
-        kids0 = integrity.descendants()
+        one = not self.cuda and self.torch.get_num_threads() == 1 == int(req.get("num_threads") or 0)
+        kids0, threads0 = integrity.descendants(), self.audit.new_thread_ticks(one)  # one: no torch workers
         self.spot_p = 0.1  # a tenth of the timed candidate samples (3 at most) get checked
         t0, t_end, rnd = timing.mono_ns(), timing.perf_ns() + float(req["time_budget_s"]) * 1e9, 0
-        while rnd < max_rep and (rnd < min_rep or timing.perf_ns() < t_end + self.spot_ns):
+        # a noisy paired ratio earns more rounds, up to the cap, until its CI is narrow enough
+        t_cap = t_end + float(req.get("extra_time_s") or 0) * 1e9
+        target = float(req.get("target_ci") or 0)
+        while rnd < max_rep and (rnd < min_rep or timing.perf_ns() < t_end + self.spot_ns or (
+                timing.perf_ns() < t_cap + self.spot_ns and timing.ratio_halfwidth(*samples) > target)):
             for side in ((0, 1) if rnd % 2 == 0 else (1, 0)):  # ABBA: linear drift hits both
                 samples[side].append(sample(side, rnd * inner[side], inner[side]))
             rnd += 1
@@ -286,6 +291,7 @@ class Harness:
         if child_s > max(0.02, 0.1 * span):
             raise Failure("hack_suspected", f"child processes used {child_s:.2f} s of CPU during the "
                           f"{span:.2f} s timing phase: work moved out of the timed process")
+        self.audit.check_timing_threads(threads0, span, one, Failure)
         if self.cuda and timer.suspicious > max(2, rnd * inner[1] // 4):
             raise Failure("hack_suspected", f"in {timer.suspicious} timed calls the device kept "
                           "working after the end event: work on a CUDA stream the timer did not see")

@@ -75,6 +75,19 @@ def test_unstable_remeasure_then_reject():
     assert (j2.decision, j2.diagnosis) == ("reject", "unstable")
 
 
+def test_load_that_slows_whole_rounds_is_not_instability():
+    """A shared machine slows rounds, not sides: absolute CV 20%+, paired ratios within 2%."""
+    rng = np.random.default_rng(3)
+    load = 1 + np.abs(rng.standard_normal(60)) * 0.8  # per-round slowdown, both sides alike
+    b = list(10 * load * (1 + 0.01 * rng.standard_normal(60)))
+    c = list(5 * load * (1 + 0.01 * rng.standard_normal(60)))
+    j = critic.judge(ev(), b, c)
+    assert j.stats["baseline_cv"] > 0.2 and j.stats["ratio_cv"] < 0.05
+    assert (j.decision, j.diagnosis) == ("accept", "improved"), j.reason
+    root = critic.judge(ev(is_root=True), b, list(10 * load * (1 + 0.01 * rng.standard_normal(60))))
+    assert root.diagnosis == "baseline", root.reason
+
+
 def test_incorrect_and_failures():
     bad = [{"seed": 0, "ok": True}, {"seed": 1, "ok": False}, {"seed": 2, "ok": True}]
     assert critic.judge(ev(correctness=bad), [1.0] * 20, [1.0] * 20).diagnosis == "incorrect"
