@@ -12,7 +12,10 @@ from dataclasses import dataclass, field
 class CriticConfig:
     """Every threshold the gates use; the campaign's ``critic:`` section sets them."""
 
-    max_cv: float = 0.15  # robust CV above which a measurement is re-taken, then `unstable`
+    max_cv: float = 0.15  # robust CV of the paired ratios above which a measurement is re-taken, then `unstable`
+    # ... unless the speedup's CI is this narrow anyway (relative half-width): on a loaded box a
+    # minority of preempted samples scatters the ratios but barely moves either median
+    max_ci_halfwidth: float = 0.05
     confidence: float = 0.95  # of the bootstrap interval of the speedup
     resamples: int = 2000  # bootstrap resamples (>= 1000)
     min_speedup: float = 1.01  # minimum effect size

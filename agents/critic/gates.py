@@ -70,14 +70,18 @@ def gate_correct(ev: Evidence, st: SampleStats | None, cfg: CriticConfig) -> Gat
 def gate_stable(ev: Evidence, st: SampleStats | None, cfg: CriticConfig) -> GateOutcome | None:
     """Stability of what is decided: the paired per-round ratios (for the baseline, its A/A
     ratios), not the absolute times. Load on a shared machine slows whole rounds and inflates
-    the absolute CV while the ratios stay tight; only a ratio that cannot be pinned is unstable."""
+    the absolute CV while the ratios stay tight; preempted single samples scatter the ratios but
+    not the medians the speedup is made of. Only a speedup that cannot be pinned (scattered ratios
+    *and* a wide CI) is unstable."""
     if st is None:
         return None
-    if st.ratio_cv <= cfg.max_cv:
+    half = (st.ci_high - st.ci_low) / (2 * st.speedup) if st.speedup > 0 else float("inf")
+    if st.ratio_cv <= cfg.max_cv or half <= cfg.max_ci_halfwidth:
         return None
     what = "A/A ratio" if ev.is_root else "paired-ratio"
     return remeasure_or_reject(ev, cfg, "unstable", f"{what} robust CV {st.ratio_cv:.1%} exceeds "
-                               f"{cfg.max_cv:.0%} (absolute times: {st.baseline_cv:.0%} / "
+                               f"{cfg.max_cv:.0%} and the speedup's CI is ±{half:.1%} (needs "
+                               f"±{cfg.max_ci_halfwidth:.0%}; absolute times: {st.baseline_cv:.0%} / "
                                f"{st.candidate_cv:.0%}) over {st.rounds} rounds")
 
 
