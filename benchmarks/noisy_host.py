@@ -96,7 +96,8 @@ def campaign(args, workdir: Path) -> dict:  # type: ignore[no-untyped-def]
     return {"completed": root is not None and root.state == "accepted",
             "stop_reason": s.stop_reason, "speedup": verified or s.speedup, "verified": verified is not None,
             "candidates": sum(n.parent_id is not None for n in nodes),
-            "unstable": sum(n.diagnosis == "unstable" for n in nodes),
+            "unstable": sum(n.parent_id is not None and n.diagnosis == "unstable" for n in nodes),
+            "baseline": root.reason if root is not None else None,
             "accepted": sum(n.parent_id is not None and n.state == "accepted" for n in nodes),
             "seconds": round(time.monotonic() - t0, 1)}
 

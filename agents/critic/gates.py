@@ -76,11 +76,14 @@ def gate_stable(ev: Evidence, st: SampleStats | None, cfg: CriticConfig) -> Gate
     if st is None:
         return None
     half = (st.ci_high - st.ci_low) / (2 * st.speedup) if st.speedup > 0 else float("inf")
-    if st.ratio_cv <= cfg.max_cv or half <= cfg.max_ci_halfwidth:
+    # a ratio of two samples with independent noise scatters sqrt(2) times as much as either
+    # side: max_cv keeps meaning "per side", and load common to a round no longer counts at all
+    limit = math.sqrt(2.0) * cfg.max_cv
+    if st.ratio_cv <= limit or half <= cfg.max_ci_halfwidth:
         return None
     what = "A/A ratio" if ev.is_root else "paired-ratio"
     return remeasure_or_reject(ev, cfg, "unstable", f"{what} robust CV {st.ratio_cv:.1%} exceeds "
-                               f"{cfg.max_cv:.0%} and the speedup's CI is ±{half:.1%} (needs "
+                               f"{limit:.0%} (sqrt 2 x max_cv) and the speedup's CI is ±{half:.1%} (needs "
                                f"±{cfg.max_ci_halfwidth:.0%}; absolute times: {st.baseline_cv:.0%} / "
                                f"{st.candidate_cv:.0%}) over {st.rounds} rounds")
 

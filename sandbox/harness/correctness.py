@@ -64,7 +64,8 @@ class Correctness:
                             for x, m in zip(xs, mine)]
         self.ref_aliases = self.aliases(out, mine)
         # ids of the reference's own code objects, kept alive by the problem module for the run
-        h.ref_codes = {id(f.__code__) for f in vars(h.problem.Model).values() if hasattr(f, "__code__")}
+        fns = [getattr(f, "__func__", getattr(f, "fget", f)) for f in vars(h.problem.Model).values()]
+        h.ref_codes = {id(f.__code__) for f in fns if hasattr(f, "__code__")}  # static/class methods, properties
 
     def check(self, seed: int, candidate_first: bool, poison: float = _POISON[0]) -> dict:
         """Each model gets its own clone; the allocator is poisoned right before the candidate
