@@ -91,9 +91,11 @@ def run(spec_path: Path = typer.Argument(..., help="campaign YAML"),
         if store_url:
             spec.store.url = store_url
         from arbor.load_notice import load_notice
+        from arbor.targets import make_adapter
 
         busy = None if (quiet or json_out) else load_notice(getattr(spec.target, "num_threads", None))
         if busy:
+            make_adapter(spec).validate()  # a bad campaign file gets its one-line error, not this note first
             err.print(busy)
         from arbor.dashboard.source import evaluations_done
         from arbor.jsonlog import JsonLog, tee
