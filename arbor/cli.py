@@ -205,7 +205,7 @@ def best(target: Optional[str] = CampaignArg, campaign: Optional[str] = Campaign
     except _user_errors() as exc:
         _fail(exc)
     info = {"node": node.id, "speedup": speedup, "verified": bool(verified and verified.get("best")),
-            "path": str(output.resolve())}
+            "node_speedup": node.speedup, "path": str(output.resolve())}  # node_speedup: the Critic's value
     if json_out:
         _json(info)
     else:
