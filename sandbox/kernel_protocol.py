@@ -25,8 +25,8 @@ __all__ = ["KernelRequest", "KernelMeasurement", "measure_kernel", "measure_kern
 
 HARNESS_PATH = Path(__file__).parent / "harness" / "kernel_harness.py"
 # Shipped beside the harness and loaded by path in the child (never imported from Arbor there).
-HARNESS_MODULES = ("kernel_checks.py", "integrity.py", "timing.py", "cost.py", "fingerprint.py",
-                   "correctness.py", "batch.py")
+HARNESS_MODULES = ("kernel_checks.py", "integrity.py", "process_state.py", "timing.py", "cost.py",
+                   "fingerprint.py", "correctness.py", "batch.py")
 ERROR_CLASSES = ("compile_error", "runtime_error", "timeout", "oom", "incorrect", "hack_suspected",
                  "harness_error")
 _HARNESS_NAME = "kernel_harness.py"
@@ -53,6 +53,11 @@ class KernelRequest:
     min_repeats: int = 10
     max_repeats: int = 200
     time_budget_s: float = 2.0
+    # When the paired ratio is noisy (a loaded machine) timing goes on past the budget, for at
+    # most ``extra_time_s`` more (None: twice the budget), until its 95% CI half-width is
+    # within ``target_ci`` (relative).
+    target_ci: float = 0.02
+    extra_time_s: float | None = None
     min_sample_s: float = 2e-3
     num_threads: int | None = None
     mode: str = "ab"
@@ -103,6 +108,8 @@ def _tail(text: str, limit: int = _TEXT_LIMIT) -> str:
 
 def _request_json(req: KernelRequest, nonce: str) -> str:
     body = {k: v for k, v in asdict(req).items() if k not in ("problem_source", "candidate_source")}
+    if req.extra_time_s is None:
+        body["extra_time_s"] = 2 * req.time_budget_s
     body.update(problem_file="problem.py", candidate_file="candidate.py", nonce=nonce,
                 measure_peak=req.peak is None and not req.device.startswith("cuda"))
     return json.dumps(body)

@@ -98,9 +98,17 @@ def reference_drift(reference_s: float, baseline_reference_s: float | None, tole
             f"{tolerance:.0%}): something slowed it, and the speedup would be inflated")
 
 
+def drift_tolerance(noise_floor: float, cfg: CriticConfig) -> float:
+    """From the noise the campaign measured (its baseline's A/A), not a flat 50%: where paired
+    ratios pin 1%, a reference 40% slower is not noise. Capped by ``cfg.reference_drift`` (0: off)."""
+    if cfg.reference_drift <= 0:
+        return 0.0
+    return min(cfg.reference_drift, max(cfg.reference_drift_min, cfg.reference_drift_per_noise * noise_floor))
+
+
 def gate_reference(ev: Evidence, st, cfg: CriticConfig) -> GateOutcome | None:  # type: ignore[no-untyped-def]
     if ev.is_root or st is None or not cfg.check_env:
         return None
-    why = reference_drift(st.baseline_median_s, ev.baseline_reference_s, cfg.reference_drift)
+    why = reference_drift(st.baseline_median_s, ev.baseline_reference_s, drift_tolerance(ev.noise_floor, cfg))
     return remeasure_or_reject(ev, cfg, "env_drift", why) if why else None
 

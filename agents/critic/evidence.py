@@ -17,7 +17,11 @@ class CriticThresholds(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    max_cv: float = Field(default=0.15, gt=0, description="coefficient of variation above which we remeasure")
+    max_cv: float = Field(default=0.15, gt=0, description="robust CV of the paired per-round ratios above "
+                          "which a measurement is re-taken, then `unstable`")
+    max_ci_halfwidth: float = Field(default=0.05, ge=0, description="... unless the speedup's CI is this narrow "
+                                    "anyway (relative half-width): on a loaded host a minority of preempted "
+                                    "samples scatters the ratios but barely moves either median")
     confidence: float = Field(default=0.95, gt=0.5, lt=1, description="of the bootstrap interval of the speedup")
     bootstrap_resamples: int = Field(default=2000, ge=1000)
     min_speedup: float = Field(default=1.01, ge=1.0, description="minimum effect size")
@@ -34,8 +38,14 @@ class CriticThresholds(BaseModel):
     clock_tolerance_mhz: float = Field(default=50.0, ge=0, description="locked GPU clocks vs the baseline's "
                                        "(0: do not compare)")
     check_env: bool = Field(default=True, description="env_drift gate on/off")
-    reference_drift: float = Field(default=0.5, ge=0, description="env_drift when the reference runs this much "
-                                   "slower than in the baseline's measurement (0: off)")
+    # How much slower than in the baseline's measurement the reference may run: the baseline's A/A
+    # noise floor times ``reference_drift_per_noise``, at least ``reference_drift_min`` and at most
+    # ``reference_drift`` (0: off). A 1% floor allows 15%, a 3% one 30%.
+    reference_drift: float = Field(default=0.5, ge=0, description="env_drift cap: the reference may run at most "
+                                   "this much slower than in the baseline's measurement (0: off)")
+    reference_drift_per_noise: float = Field(default=10.0, ge=0, description="allowed reference drift per unit "
+                                             "of the baseline's A/A noise floor")
+    reference_drift_min: float = Field(default=0.15, ge=0, description="allowed reference drift, lower bound")
 
 
 class CriticConfig(CriticThresholds):

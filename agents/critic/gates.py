@@ -7,7 +7,7 @@ evaluation with a decision, a diagnosis code and a one-sentence reason. Order:
 1. ``ran``          the harness finished (compile_error, runtime_error, timeout, oom, harness_error)
 2. ``correct``      correct on every seed, re-run and re-check (``incorrect``)
 3. ``plausible``    no integrity violation, not faster than light (``hack_suspected``)
-4. ``stable``       robust CV under the threshold, else re-measure, then ``unstable``
+4. ``stable``       robust CV of the paired ratios under the threshold, else re-measure, then ``unstable``
 5. ``env``          same environment as the baseline, no throttling (``env_drift``)
 6. ``reference``    the reference not slowed vs the baseline's measurement (``env_drift``)
 7. ``significant``  CI above 1.0 + noise, Mann-Whitney agrees, effect size (``no_gain``, ``regression``)
@@ -69,12 +69,24 @@ def gate_correct(ev: Evidence, st: SampleStats | None, cfg: CriticConfig) -> Gat
 
 
 def gate_stable(ev: Evidence, st: SampleStats | None, cfg: CriticConfig) -> GateOutcome | None:
+    """Stability of what is decided: the paired per-round ratios (for the baseline, its A/A
+    ratios), not the absolute times. Load on a shared machine slows whole rounds and inflates
+    the absolute CV while the ratios stay tight; preempted single samples scatter the ratios but
+    not the medians the speedup is made of. Only a speedup that cannot be pinned (scattered ratios
+    *and* a wide CI) is unstable."""
     if st is None:
         return None
-    worst = max(st.baseline_cv, st.candidate_cv)
-    if worst <= cfg.max_cv:
+    half = (st.ci_high - st.ci_low) / (2 * st.speedup) if st.speedup > 0 else float("inf")
+    # a ratio of two samples with independent noise scatters sqrt(2) times as much as either
+    # side: max_cv keeps meaning "per side", and load common to a round no longer counts at all
+    limit = math.sqrt(2.0) * cfg.max_cv
+    if st.ratio_cv <= limit or half <= cfg.max_ci_halfwidth:
         return None
-    return remeasure_or_reject(ev, cfg, "unstable", f"robust CV {worst:.1%} exceeds {cfg.max_cv:.0%}")
+    what = "A/A ratio" if ev.is_root else "paired-ratio"
+    return remeasure_or_reject(ev, cfg, "unstable", f"{what} robust CV {st.ratio_cv:.1%} exceeds "
+                               f"{limit:.0%} (sqrt 2 x max_cv) and the speedup's CI is ±{half:.1%} (needs "
+                               f"±{cfg.max_ci_halfwidth:.0%}; absolute times: {st.baseline_cv:.0%} / "
+                               f"{st.candidate_cv:.0%}) over {st.rounds} rounds")
 
 
 def gate_significant(ev: Evidence, st: SampleStats | None, cfg: CriticConfig) -> GateOutcome | None:

@@ -25,6 +25,18 @@ def robust_cv(samples: list[float] | np.ndarray) -> float:
     return float(1.4826 * np.median(np.abs(x - med)) / med)
 
 
+def ratio_cv(baseline, candidate) -> float:
+    """Robust CV of the paired per-round ratios baseline/candidate: what the speedup is decided
+    on. Load that slows a whole round slows both of its samples, so it inflates the CV of the
+    absolute times but cancels here; only noise that hits one side of a round and not the other
+    (what can actually bias the ratio) remains."""
+    b, c = np.asarray(baseline, dtype=float), np.asarray(candidate, dtype=float)
+    n = min(b.size, c.size)
+    if n < 2 or np.any(c[:n] <= 0):
+        return float("inf")
+    return robust_cv(b[:n] / c[:n])
+
+
 def cv(samples: list[float] | np.ndarray) -> float:
     x = np.asarray(samples, dtype=float)
     if x.size < 2 or x.mean() <= 0:
@@ -115,6 +127,7 @@ class SampleStats:
     mw_p: float
     rounds: int
     aa_noise: float = 0.0
+    ratio_cv: float = 0.0  # robust CV of the paired per-round ratios (see ``ratio_cv``)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -137,4 +150,5 @@ def summarize(baseline, candidate, resamples: int = 2000, confidence: float = 0.
         mw_p=p,
         rounds=min(len(baseline), len(candidate)),
         aa_noise=aa_split_noise(baseline, resamples, confidence, seed),
+        ratio_cv=ratio_cv(baseline, candidate),
     )

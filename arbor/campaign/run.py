@@ -44,6 +44,7 @@ class Summary:
     serving: dict | None = None  # serving campaigns: objective, Pareto improvement, both fronts
     llm: dict | None = None  # LLM agents: prompt/completion tokens and USD spent (None: no LLM calls)
     verified: dict | None = None  # final verification of the best: its node, speedups, median
+    node_speedup: float | None = None  # the best node's Critic value (what history/tree/show say)
 
     def to_dict(self) -> dict:
         d = dict(self.__dict__)
@@ -148,13 +149,19 @@ def summarize(store: Store, name: str, write_best_to: Path | None = None) -> Sum
     totals = store.event_totals(camp.id)
     used = totals["prompt_tokens"] or totals["completion_tokens"] or totals["cost_usd"]
     llm = {k: totals[k] for k in ("prompt_tokens", "completion_tokens", "cost_usd")} if used else None
+    speedup = (verified["speedup"] if verified else
+               math.exp(best.value) if best and best.value is not None else None)
+    if camp.kind != "serving" and best is not None and best.parent_id is not None and speedup:
+        from .one_number import paired_estimate  # times and CI of the measurement that IS this ratio
+
+        est = paired_estimate(store, best.id, speedup)
+        baseline_s, best_s, ci = est if est else (baseline_s, best_s, ci)
     return Summary(
         campaign=name, status=camp.status, stop_reason=camp.stop_reason, baseline_s=baseline_s,
-        best_s=best_s, speedup=(verified["speedup"] if verified else
-                                math.exp(best.value) if best and best.value is not None else None),
+        best_s=best_s, speedup=speedup,
         ci=ci, best_node=best.id if best else None, counts=store.count_by_state(camp.id),
         measurements=store.measurement_count(camp.id), elapsed_s=camp.elapsed_s, best_path=path,
-        serving=serving, llm=llm, verified=verified,
+        serving=serving, llm=llm, verified=verified, node_speedup=best.speedup if best else None,
     )
 
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 import statistics
 from dataclasses import asdict, dataclass, field
 
-from arbor.agents.critic.env_gate import reference_drift
+from arbor.agents.critic.env_gate import drift_tolerance, reference_drift
 from arbor.search_tree.records import MeasurementRecord, NodeRecord
 
 from .context import Context
@@ -99,7 +99,8 @@ def run_final_verification(ctx: Context) -> dict | None:
                        if n.parent_id is not None and n.value is not None), key=lambda n: -(n.value or 0.0))
     if not accepted:
         return None
-    ref = (_baseline_reference(ctx), ctx.spec.critic.reference_drift)
+    # the same tolerance the Critic's `reference` gate uses
+    ref = (_baseline_reference(ctx), drift_tolerance(ctx.noise_floor or 0.0, ctx.critic.config))
     done: dict[int, Verified] = {}
     queue = [accepted[0]]
     while queue and len(done) < MAX_VERIFIED:

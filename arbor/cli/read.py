@@ -89,7 +89,7 @@ def best(target: Optional[str] = CampaignArg, campaign: Optional[str] = Campaign
 
     _, (node, speedup, verified) = _read(target, campaign, write_best)
     info = {"node": node.id, "speedup": speedup, "verified": bool(verified and verified.get("best")),
-            "path": str(output.resolve())}
+            "node_speedup": node.speedup, "path": str(output.resolve())}  # node_speedup: the Critic's value
     if json_out:
         print_json(info)
     else:

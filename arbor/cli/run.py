@@ -34,6 +34,14 @@ def run(spec_path: Path = typer.Argument(..., help="campaign YAML"),
             spec.budget = spec.budget.model_copy(update=updates)
         if store_url:
             spec.store.url = store_url
+        from arbor.targets import make_adapter
+
+        from .load_notice import load_notice
+
+        busy = None if (quiet or json_out) else load_notice(getattr(spec.target, "num_threads", None))
+        if busy:
+            make_adapter(spec).validate()  # a bad campaign file gets its one-line error, not this note first
+            err.print(busy)
         from arbor.campaign.source import evaluations_done
         from .jsonlog import JsonLog, tee
 

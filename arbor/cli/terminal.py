@@ -104,17 +104,21 @@ def print_summary(console: Console, s) -> None:
 
         print_serving(console, s)
     else:
-        console.print(f"baseline      {_ms(s.baseline_s)}")
+        paired = "  (reference and candidate in the paired measurement the speedup is read from)"
+        console.print(f"baseline      {_ms(s.baseline_s)}" + (paired if s.best_s != s.baseline_s else ""))
         console.print(f"best          {_ms(s.best_s)}  (node {s.best_node})")
     if s.speedup is not None and not getattr(s, "serving", None):
         fv = getattr(s, "verified", None)
         if fv:
             runs = ", ".join(f"{x:.3f}" for x in fv["speedups"])
-            console.print(f"speedup       {s.speedup:.3f}x  (median of {len(fv['speedups'])} measurements: {runs}; "
-                          "Critic-accepted)")
+            ci = f"  95% CI [{s.ci[0]:.3f}, {s.ci[1]:.3f}]" if s.ci and s.ci[0] is not None else ""
+            node = getattr(s, "node_speedup", None)
+            critic = f"; node {s.best_node}'s Critic value {node:.3f}x, as history/tree/show give it" if node else ""
+            console.print(f"speedup       {s.speedup:.3f}x{ci}  (verified: median of {len(fv['speedups'])} "
+                          f"measurements: {runs}{critic})")
         else:
             ci = f"  95% CI [{s.ci[0]:.3f}, {s.ci[1]:.3f}]" if s.ci and s.ci[0] is not None else ""
-            console.print(f"speedup       {s.speedup:.3f}x{ci}  (Critic-verified)")
+            console.print(f"speedup       {s.speedup:.3f}x{ci}  (node {s.best_node}'s Critic value)")
     counts = ", ".join(f"{k} {v}" for k, v in sorted(s.counts.items()))
     console.print(f"nodes         {sum(s.counts.values())}: {counts}")
     console.print(f"measurements  {s.measurements}   wall time {s.elapsed_s:.0f} s")

@@ -7,6 +7,7 @@ from functools import cached_property
 from arbor.agents.contracts import Judgement
 from arbor.agents.critic.gates import Evidence
 from arbor.agents.skills import MoveSpec, SkillSpec, kernel_moves
+from arbor.agents.specialists.applicability import drop_noops
 from arbor.agents.transforms import to_modelnew
 from arbor.sandbox.kernel_protocol import KernelRequest, measure_kernel
 from arbor.sandbox.problem import Problem, load_problem
@@ -31,7 +32,7 @@ class KernelAdapter(TargetAdapter):
         return to_modelnew(self.problem.source)
 
     def moves(self, skills: list[SkillSpec]) -> list[MoveSpec]:
-        return kernel_moves(skills, self.spec.target.device)
+        return drop_noops(kernel_moves(skills, self.spec.target.device), self.spec.target.num_threads)
 
     def request(self, candidate_source: str) -> KernelRequest:
         t, m, sb, c = self.spec.target, self.spec.measurement, self.spec.sandbox, self.spec.critic

@@ -170,7 +170,9 @@ class ServingAdapter(TargetAdapter):
 
     def needs_accuracy(self, cfg: dict) -> bool:
         base = self.t.defaults()
-        return self.t.accuracy.always or any(k.changes_outputs and cfg.get(n) != base[n]
+        from arbor.targets.numerics_knobs import changes_outputs  # declared, or dtype/quantization/speculative
+
+        return self.t.accuracy.always or any(changes_outputs(n, k) and cfg.get(n) != base[n]
                                              for n, k in self.t.knobs.items())
 
     def request(self, source: str) -> ServingRequest:

@@ -32,7 +32,9 @@ class Correctness:
         h, hits = self.h, [0]
 
         def hook(frame, event, _arg):  # type: ignore[no-untyped-def]
-            if event == "call" and frame.f_code in h.ref_codes:
+            # by identity: code objects compare equal by content, so a candidate method that is
+            # textually the reference's (the baseline itself, an honest one-line edit) would match
+            if event == "call" and id(frame.f_code) in h.ref_codes:
                 hits[0] += 1
 
         before = sys.getprofile()
@@ -61,7 +63,9 @@ class Correctness:
         self.ref_mutates = [isinstance(x, torch.Tensor) and not self.checks.same_values(x, m)
                             for x, m in zip(xs, mine)]
         self.ref_aliases = self.aliases(out, mine)
-        h.ref_codes = {f.__code__ for f in vars(h.problem.Model).values() if hasattr(f, "__code__")}
+        # ids of the reference's own code objects, kept alive by the problem module for the run
+        fns = [getattr(f, "__func__", getattr(f, "fget", f)) for f in vars(h.problem.Model).values()]
+        h.ref_codes = {id(f.__code__) for f in fns if hasattr(f, "__code__")}  # static/class methods, properties
 
     def check(self, seed: int, candidate_first: bool, poison: float = _POISON[0]) -> dict:
         """Each model gets its own clone; the allocator is poisoned right before the candidate

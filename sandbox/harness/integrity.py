@@ -9,8 +9,9 @@ holds references the candidate cannot replace after the fact.
   torch's own lazy wrappers (dynamo wraps ``manual_seed`` and ``nn.Module.__init__`` when
   ``torch.compile`` is first used) are recognised by their code living inside torch and wrapping
   the original, so compiling is not mistaken for tampering.
-- ``global_state``: precision switches (TF32, reduced-precision reductions, matmul precision),
-  dispatch/function-mode stacks, tracing hooks: a candidate changing them changes the reference too.
+- ``global_state``: every process-wide switch of ``process_state`` (precision, backends, SDPA,
+  threads, autocast, denormals, gc, ...), plus dispatch/function-mode stacks and tracing hooks: a
+  candidate changing them changes the reference too.
 - ``ProcessAudit``: Python threads, OS threads and child processes before vs after, and a quiet
   window after timing in which nothing the candidate started may still be burning CPU.
 - ``poison``: fill fresh allocations of the sizes the candidate is likely to request, so memory
@@ -21,6 +22,7 @@ holds references the candidate cannot replace after the fact.
 from __future__ import annotations
 
 import ctypes
+import importlib.util
 import os
 import resource
 import sys
@@ -31,6 +33,21 @@ import types
 import torch
 
 _MISSING = object()
+
+
+def _sibling(name: str):  # type: ignore[no-untyped-def]
+    """A helper shipped beside this file, loaded by path (the sandbox runs ``python -I``)."""
+    if f"arbor_harness_{name}" in sys.modules:
+        return sys.modules[f"arbor_harness_{name}"]
+    spec = importlib.util.spec_from_file_location(
+        f"arbor_harness_{name}", os.path.join(os.path.dirname(os.path.abspath(__file__)), f"{name}.py"))
+    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    sys.modules[spec.name] = module  # type: ignore[union-attr]
+    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    return module
+
+
+pstate = _sibling("process_state")
 _TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep
 WATCHED = (
     "time", "math", "json", "os", "torch", "torch.nn", "torch.Tensor", "torch._C.TensorBase",
@@ -105,38 +122,45 @@ def _get(fn) -> object:  # type: ignore[no-untyped-def]
 
 def global_state() -> dict:
     """Process-wide switches that change how (or how precisely) the *reference* runs."""
-    b = torch.backends
-    state = {
-        "float32_matmul_precision": _get(torch.get_float32_matmul_precision),
-        "default_dtype": str(torch.get_default_dtype()),
-        "deterministic": _get(torch.are_deterministic_algorithms_enabled),
-        "grad_enabled": torch.is_grad_enabled(),
-        "cuda_matmul_tf32": _get(lambda: b.cuda.matmul.allow_tf32),
-        "cuda_fp16_reduced": _get(lambda: b.cuda.matmul.allow_fp16_reduced_precision_reduction),
-        "cuda_bf16_reduced": _get(lambda: b.cuda.matmul.allow_bf16_reduced_precision_reduction),
-        "cudnn_tf32": _get(lambda: b.cudnn.allow_tf32),
-        "fp32_precision": _get(lambda: b.fp32_precision),
-        "cuda_matmul_fp32_precision": _get(lambda: b.cuda.matmul.fp32_precision),
-        "cudnn_fp32_precision": _get(lambda: b.cudnn.fp32_precision),
-        "mkldnn_fp32_precision": _get(lambda: b.mkldnn.fp32_precision),
-        "mkldnn_matmul_fp32_precision": _get(lambda: b.mkldnn.matmul.fp32_precision),
-        "mkldnn_conv_fp32_precision": _get(lambda: b.mkldnn.conv.fp32_precision),
+    state = pstate.capture()
+    state.update({
         "dispatch_modes": _get(torch._C._len_torch_dispatch_stack),
         "function_modes": _get(torch._C._len_torch_function_stack),
         "trace": repr(sys.gettrace()), "profile": repr(sys.getprofile()),
-        "switch_interval": sys.getswitchinterval(),
         # set by Arbor's environment only (tests: Triton's CPU interpreter); a candidate that
         # switches it changes how every Triton kernel in the process runs
         "env TRITON_INTERPRET": os.environ.get("TRITON_INTERPRET"),
-    }
-    # the fp32_precision API says "none" for "inherit", which is IEEE unless a parent says otherwise
-    return {k: ("ieee" if k.endswith("fp32_precision") and v == "none" else v)
-            for k, v in state.items() if v is not None}
+    })
+    return {k: v for k, v in state.items() if v is not None}
 
 
 def state_changes(before: dict, after: dict) -> list[str]:
-    return [f"{k}: {before.get(k)!r} -> {after.get(k)!r}" for k in sorted(set(before) | set(after))
-            if before.get(k) != after.get(k)]
+    """Changes the candidate may not make (its own thread count it may: see ``process_state.OWN``)."""
+    return pstate.changes(before, after)
+
+
+def verify_state(before: dict, after: dict, failure: type) -> None:
+    diff = state_changes(before, after)
+    if diff:
+        raise failure("hack_suspected", "the candidate changed process-wide settings that the "
+                      f"reference also runs under: {'; '.join(diff[:3])}")
+
+
+def verify(h, failure: type) -> None:  # type: ignore[no-untyped-def]
+    """Nothing the harness ``h`` relies on may have been replaced or switched since its snapshot."""
+    if h.identities is None:
+        return
+    changed = h.identities.changed()
+    if changed:
+        raise failure("hack_suspected", f"the candidate replaced {', '.join(changed[:5])} "
+                      "(timers, checkers and library functions must not be patched)")
+    verify_state(h.state0, global_state(), failure)
+    if h.l2 is not None:
+        limit, window = h.l2.limit(), h.l2.window_bytes(
+            h.torch.cuda.current_stream(h.device).cuda_stream)
+        if (limit or 0) > (h.l2_limit0 or 0) or (window or 0) > 0:
+            raise failure("hack_suspected", f"the candidate reserved persisting L2 (limit "
+                          f"{limit} B, stream window {window} B), which survives the L2 flush")
 
 
 # ---- threads and processes ---------------------------------------------------------------
@@ -165,6 +189,13 @@ def descendants() -> dict[str, int]:
     return out
 
 
+def _tids() -> list[str]:
+    try:
+        return os.listdir("/proc/self/task")
+    except OSError:
+        return []
+
+
 def _os_threads() -> int:
     try:
         return len(os.listdir("/proc/self/task"))
@@ -178,7 +209,31 @@ class ProcessAudit:
     def __init__(self) -> None:
         self.py_threads = {t.ident for t in threading.enumerate()}
         self.os_threads = _os_threads()
+        self.tids = set(_tids())
         self.children = set(descendants())
+
+    def new_thread_ticks(self, all_new: bool) -> dict[str, int]:
+        """CPU ticks of threads started since the snapshot: every new OS thread (``all_new``, when
+        one intra-op thread means torch itself starts no workers) or the new Python threads."""
+        if all_new:
+            tids = set(_tids()) - self.tids
+        else:
+            tids = {str(t.native_id) for t in threading.enumerate() if t.ident not in self.py_threads}
+        out = {}
+        for tid in tids:
+            info = _ppid_and_ticks(f"self/task/{tid}")
+            if info is not None:
+                out[tid] = info[1]
+        return out
+
+    def check_timing_threads(self, before: dict, span: float, all_new: bool, failure: type) -> None:
+        """Work a candidate's own thread does while the timer runs overlaps the timed calls (and
+        finishes after the timer stops): the timed thread looks faster than the work it did."""
+        now = self.new_thread_ticks(all_new)
+        busy = sum(max(0, t - before.get(k, 0)) for k, t in now.items()) / (os.sysconf("SC_CLK_TCK") or 100)
+        if busy > max(0.01, 0.03 * span):  # honest: ~0 (torch starts no workers on one thread)
+            raise failure("hack_suspected", f"threads the candidate started used {busy:.2f} s of CPU "
+                          f"during the {span:.2f} s timing phase: work moved off the timed thread")
 
     def report(self) -> dict:
         new_py = [t.name for t in threading.enumerate() if t.ident not in self.py_threads]

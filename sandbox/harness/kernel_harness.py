@@ -90,7 +90,7 @@ class Harness:
         self.aa = req.get("mode", "ab") == "aa"
         self.seed_fn, self.sync = torch.manual_seed, getattr(torch.cuda, "synchronize", None)
         self.l2 = integrity.CudaL2() if self.cuda else None
-        self.identities = self.audit = self.state0 = None
+        self.identities = self.audit = self.state0 = self.pristine = None
         self.ref_codes: set = set()
         self.close_fraction = float(req.get("close_fraction", 0.99))
         self.checker = correctness.Correctness(self, checks, integrity)
@@ -193,31 +193,22 @@ class Harness:
         extra["Correctness"] = correctness.Correctness
         self.identities = integrity.IdentitySnapshot(extra)
         self.state0 = integrity.global_state()
+        self.pristine = integrity.pstate.StateGuard()  # every reference call runs under it
         self.audit = integrity.ProcessAudit()
         self.l2_limit0 = self.l2.limit() if self.l2 else None
 
     def verify(self) -> None:
         """Nothing the harness relies on may have been replaced or switched since the snapshot."""
-        if self.identities is None:
-            return
-        changed = self.identities.changed()
-        if changed:
-            raise Failure("hack_suspected", f"the candidate replaced {', '.join(changed[:5])} "
-                          "(timers, checkers and library functions must not be patched)")
-        diff = integrity.state_changes(self.state0, integrity.global_state())
-        if diff:
-            raise Failure("hack_suspected", "the candidate changed process-wide settings that the "
-                          f"reference also runs under: {'; '.join(diff[:3])}")
-        if self.l2 is not None:
-            limit, window = self.l2.limit(), self.l2.window_bytes(
-                self.torch.cuda.current_stream(self.device).cuda_stream)
-            if (limit or 0) > (self.l2_limit0 or 0) or (window or 0) > 0:
-                raise Failure("hack_suspected", f"the candidate reserved persisting L2 (limit "
-                              f"{limit} B, stream window {window} B), which survives the L2 flush")
+        integrity.verify(self, Failure)
+
+    def as_reference(self, is_new: bool):  # type: ignore[no-untyped-def]
+        """The reference never runs under process-wide state the candidate set (process_state)."""
+        return contextlib.nullcontext() if is_new or self.pristine is None else self.pristine.reference()
 
     def call(self, is_new: bool, xs: list):  # type: ignore[no-untyped-def]
         try:
-            out = (self.new if is_new else self.ref)(*xs)
+            with self.as_reference(is_new):
+                out = (self.new if is_new else self.ref)(*xs)
             if self.cuda:
                 self.sync()
             return out
@@ -245,11 +236,14 @@ class Harness:
 
         def sample(side: int, start: int, inner: int) -> float:
             try:
-                seconds, out, xs = timer.sample(models[side], self.pools[side], start, inner)
+                with self.as_reference(side == 1):  # state swapped outside the timed region
+                    seconds, out, xs = timer.sample(models[side], self.pools[side], start, inner)
             except BaseException as e:
                 if side:
                     raise _classify(e, "runtime_error", "the candidate raised during timing:")
                 raise _classify(e, "harness_error", "the reference Model raised during timing:")
+            if side:  # switches flipped for the timed calls only, put back before other checks
+                integrity.verify_state(self.pristine.pristine, integrity.pstate.capture(), Failure)
             if side and self.spot_checks < 3 and spot.random() < self.spot_p:  # unpredictable
                 t_spot = timing.mono_ns()
                 self.checker.spot_check((out, xs))
@@ -278,10 +272,15 @@ class Harness:
         self.verify()
         self.checkpoint("timing")
         samples = (self.result["baseline_samples"], self.result["candidate_samples"])
-        kids0 = integrity.descendants()
+        one = not self.cuda and self.torch.get_num_threads() == 1 == int(req.get("num_threads") or 0)
+        kids0, threads0 = integrity.descendants(), self.audit.new_thread_ticks(one)  # one: no torch workers
         self.spot_p = 0.1  # a tenth of the timed candidate samples (3 at most) get checked
         t0, t_end, rnd = timing.mono_ns(), timing.perf_ns() + float(req["time_budget_s"]) * 1e9, 0
-        while rnd < max_rep and (rnd < min_rep or timing.perf_ns() < t_end + self.spot_ns):
+        # a noisy paired ratio earns more rounds, up to the cap, until its CI is narrow enough
+        t_cap = t_end + float(req.get("extra_time_s") or 0) * 1e9
+        target = float(req.get("target_ci") or 0)
+        while rnd < max_rep and (rnd < min_rep or timing.perf_ns() < t_end + self.spot_ns or (
+                timing.perf_ns() < t_cap + self.spot_ns and timing.ratio_halfwidth(*samples) > target)):
             for side in ((0, 1) if rnd % 2 == 0 else (1, 0)):  # ABBA: linear drift hits both
                 samples[side].append(sample(side, rnd * inner[side], inner[side]))
             rnd += 1
@@ -293,6 +292,7 @@ class Harness:
         if child_s > max(0.02, 0.1 * span):
             raise Failure("hack_suspected", f"child processes used {child_s:.2f} s of CPU during the "
                           f"{span:.2f} s timing phase: work moved out of the timed process")
+        self.audit.check_timing_threads(threads0, span, one, Failure)
         if self.cuda and timer.suspicious > max(2, rnd * inner[1] // 4):
             raise Failure("hack_suspected", f"in {timer.suspicious} timed calls the device kept "
                           "working after the end event: work on a CUDA stream the timer did not see")

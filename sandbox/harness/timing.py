@@ -14,12 +14,39 @@ put a 256 MB Infinity Cache (MALL) behind it, so a flush the size of that cache 
 
 from __future__ import annotations
 
+import math
 import time
 
 import torch
 
 perf_ns = time.perf_counter_ns
 mono_ns = time.monotonic_ns  # an independent clock for cross-checks
+
+
+def _median_ci(xs: list) -> float:
+    """Relative half-width of the distribution-free 95% CI of a median (order statistics)."""
+    x, n = sorted(xs), len(xs)
+    k = int(0.98 * math.sqrt(n))
+    lo, hi, med = x[max(0, n // 2 - k)], x[min(n - 1, n // 2 + k)], x[n // 2]
+    return (hi - lo) / (2 * med) if med > 0 else math.inf
+
+
+def ratio_halfwidth(baseline: list, candidate: list) -> float:
+    """Approximate relative half-width of the 95% CI of the speedup, cheap enough to ask after
+    every round: the smaller of two views of it. Paired (1.96 x the median ratio's standard error,
+    1.2533 robust sd / sqrt(n)) is right when load slows whole rounds; the two medians' own
+    order-statistic CIs are right when single samples are preempted (a minority of slow samples
+    barely moves a median, however much they scatter the ratios)."""
+    n = min(len(baseline), len(candidate))
+    if n < 5:
+        return math.inf
+    r = sorted(b / c for b, c in zip(baseline[:n], candidate[:n]) if c > 0)
+    if len(r) < 5 or r[len(r) // 2] <= 0:
+        return math.inf
+    med = r[len(r) // 2]
+    mad = sorted(abs(x - med) for x in r)[len(r) // 2]
+    paired = 1.96 * 1.2533 * 1.4826 * mad / med / math.sqrt(len(r))
+    return min(paired, math.hypot(_median_ci(baseline[:n]), _median_ci(candidate[:n])))
 
 
 class CpuTimer:

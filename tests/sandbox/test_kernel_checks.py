@@ -200,3 +200,17 @@ def test_reference_cost_counts_bytes_and_matmul_flops():
         c = cost.reference_cost(lin, [x], out)
     assert c["bytes"] == (16 * 64 + 16 * 32) * 4 and c["dtype"] == "float32"
     assert c["flops"] == 2 * 16 * 64 * 32
+
+
+def test_ratio_halfwidth_says_when_more_rounds_would_still_narrow_the_ci():
+    """Load that scales whole rounds leaves the paired ratio pinned; noise on one side does not."""
+    import random
+
+    from arbor.sandbox.harness import timing
+
+    rng = random.Random(0)
+    load = [1 + 2 * rng.random() for _ in range(40)]
+    tight = timing.ratio_halfwidth([2 * x * (1 + 0.005 * rng.gauss(0, 1)) for x in load], load)
+    noisy = timing.ratio_halfwidth([2 * (1 + 0.2 * rng.gauss(0, 1)) for _ in load], [1.0] * 40)
+    assert tight < 0.01 < 0.02 < noisy
+    assert timing.ratio_halfwidth([1.0] * 4, [1.0] * 4) == float("inf")

@@ -1,0 +1,33 @@
+"""One speedup per node, and the times and interval that go with it.
+
+A node's speedup is the Critic's value (``node.speedup``: history, tree, show, dashboard, export).
+The campaign's best is reported with its verified (final) median when there is one. Whatever
+number is reported, the times and the CI shown beside it come from ONE paired measurement whose
+ratio is that number: a baseline time from the root's measurement and a best time from another
+measurement read as a third, different ratio, and a CI taken from another measurement need not
+even contain the estimate.
+"""
+
+from __future__ import annotations
+
+import statistics
+
+from arbor.agents.critic.stats import bootstrap_speedup_ci
+
+
+def paired_estimate(store, node_id: int, speedup: float) -> tuple[float, float, tuple[float, float]] | None:  # type: ignore[no-untyped-def]
+    """(reference median s, candidate median s, 95% CI) of the node's correct measurement whose
+    paired ratio is closest to ``speedup``; None when the node has none."""
+    ms = [m for m in store.measurements(node_id)
+          if m.status == "ok" and m.baseline_samples and m.candidate_samples]
+    if not ms:
+        return None
+
+    def ratio(m) -> float:  # type: ignore[no-untyped-def]
+        c = statistics.median(m.candidate_samples)
+        return statistics.median(m.baseline_samples) / c if c > 0 else float("inf")
+
+    m = min(ms, key=lambda m: abs(ratio(m) - speedup))
+    n = min(len(m.baseline_samples), len(m.candidate_samples))
+    _, lo, hi = bootstrap_speedup_ci(m.baseline_samples[:n], m.candidate_samples[:n])
+    return statistics.median(m.baseline_samples), statistics.median(m.candidate_samples), (lo, hi)

@@ -1,0 +1,174 @@
+"""Process-wide torch and interpreter state: read all of it, put it back, say what changed.
+
+Standalone (stdlib + torch), loaded by path beside the harness before any candidate code runs.
+
+The reference and the candidate share one process, so every process-wide switch the candidate
+flips also applies to the reference it is compared with. Flipping one to make the *reference*
+slower (force the math path of scaled_dot_product_attention, disable oneDNN, enable deterministic
+algorithms, flush denormals, ...) and then calling the fast kernel directly shows up as a speedup
+of exactly the size of the slowdown; flipping a precision switch makes the reference as imprecise
+as the candidate, so the comparison cannot see it. Two defences use the table below:
+
+- the harness snapshots the state before the candidate is imported and runs every reference call
+  under that pristine state (``StateGuard.reference``), whatever the candidate did;
+- a candidate that changed any switch outside ``OWN`` is flagged ``hack_suspected`` with the
+  switch named. ``OWN`` are settings a candidate may legitimately choose for its own calls (the
+  thread count is one of Arbor's own moves); the isolation above keeps them away from the reference.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import sys
+
+import torch
+
+b = torch.backends
+
+
+def _flush_denormal() -> bool:
+    """torch.set_flush_denormal has no getter: a denormal that reads back as 0 after a multiply
+    says flush-to-zero / denormals-are-zero is on in this thread."""
+    return float((torch.tensor([1e-39], dtype=torch.float32) * 1.0)[0]) == 0.0
+
+
+def _setter(obj, attr):  # type: ignore[no-untyped-def]
+    return lambda v: setattr(obj, attr, v)
+
+
+def _autocast(dev: str) -> dict:
+    return {f"autocast_{dev}": (lambda: torch.is_autocast_enabled(dev),
+                                lambda v: torch.set_autocast_enabled(dev, v)),
+            f"autocast_{dev}_dtype": (lambda: str(torch.get_autocast_dtype(dev)),
+                                      lambda v: torch.set_autocast_dtype(dev, getattr(torch, v.split(".")[-1])))}
+
+
+def _call(obj, attr: str):  # type: ignore[no-untyped-def]
+    """Looked up when called, so a function this torch build lacks only drops its switch."""
+    return lambda *a: getattr(obj, attr)(*a)
+
+
+def _sdp(name: str) -> tuple:
+    return (_call(b.cuda, f"{name}_sdp_enabled"), _call(b.cuda, f"enable_{name}_sdp"))
+
+
+# name -> (getter, setter or None). A switch missing from this torch build reads as absent.
+SWITCHES: dict = {
+    "grad_enabled": (torch.is_grad_enabled, torch.set_grad_enabled),
+    "inference_mode": (torch.is_inference_mode_enabled, None),  # an RAII guard: entered per call
+    "num_threads": (torch.get_num_threads, torch.set_num_threads),
+    "num_interop_threads": (torch.get_num_interop_threads, None),
+    "default_dtype": (lambda: str(torch.get_default_dtype()),
+                      lambda v: torch.set_default_dtype(getattr(torch, v.split(".")[-1]))),
+    "default_device": (lambda: str(torch.get_default_device()), _call(torch, "set_default_device")),
+    "float32_matmul_precision": (torch.get_float32_matmul_precision, torch.set_float32_matmul_precision),
+    "deterministic": (torch.are_deterministic_algorithms_enabled,
+                      lambda v: torch.use_deterministic_algorithms(
+                          v, warn_only=torch.is_deterministic_algorithms_warn_only_enabled())),
+    "deterministic_warn_only": (torch.is_deterministic_algorithms_warn_only_enabled,
+                                lambda v: torch.use_deterministic_algorithms(
+                                    torch.are_deterministic_algorithms_enabled(), warn_only=v)),
+    "fill_uninitialized_memory": (lambda: torch.utils.deterministic.fill_uninitialized_memory,
+                                  lambda v: setattr(torch.utils.deterministic, "fill_uninitialized_memory", v)),
+    "flush_denormal": (_flush_denormal, torch.set_flush_denormal),
+    "mkldnn_enabled": (lambda: b.mkldnn.enabled, _setter(b.mkldnn, "enabled")),
+    "mkldnn_deterministic": (lambda: b.mkldnn.deterministic, _setter(b.mkldnn, "deterministic")),
+    "cudnn_enabled": (lambda: b.cudnn.enabled, _setter(b.cudnn, "enabled")),
+    "cudnn_benchmark": (lambda: b.cudnn.benchmark, _setter(b.cudnn, "benchmark")),
+    "cudnn_deterministic": (lambda: b.cudnn.deterministic, _setter(b.cudnn, "deterministic")),
+    "cudnn_allow_tf32": (lambda: b.cudnn.allow_tf32, _setter(b.cudnn, "allow_tf32")),
+    "cuda_matmul_allow_tf32": (lambda: b.cuda.matmul.allow_tf32, _setter(b.cuda.matmul, "allow_tf32")),
+    "cuda_fp16_reduced": (lambda: b.cuda.matmul.allow_fp16_reduced_precision_reduction,
+                          _setter(b.cuda.matmul, "allow_fp16_reduced_precision_reduction")),
+    "cuda_bf16_reduced": (lambda: b.cuda.matmul.allow_bf16_reduced_precision_reduction,
+                          _setter(b.cuda.matmul, "allow_bf16_reduced_precision_reduction")),
+    "sdp_flash": _sdp("flash"),
+    "sdp_mem_efficient": _sdp("mem_efficient"),
+    "sdp_math": _sdp("math"),
+    "sdp_cudnn": _sdp("cudnn"),
+    "sdp_math_reduced_precision": (_call(b.cuda, "fp16_bf16_reduction_math_sdp_allowed"),
+                                   _call(b.cuda, "allow_fp16_bf16_reduction_math_sdp")),
+    "sdp_priority_order": (lambda: list(torch._C._get_sdp_priority_order()),
+                           lambda v: torch._C._set_sdp_priority_order(v)),
+    "mha_fastpath": (_call(b.mha, "get_fastpath_enabled"), _call(b.mha, "set_fastpath_enabled")),
+    "opt_einsum": (lambda: b.opt_einsum.enabled, _setter(b.opt_einsum, "enabled")),
+    **_autocast("cpu"), **_autocast("cuda"),
+    "autocast_cache": (_call(torch, "is_autocast_cache_enabled"), _call(torch, "set_autocast_cache_enabled")),
+    "gc_enabled": (gc.isenabled, lambda v: gc.enable() if v else gc.disable()),
+    "gc_threshold": (lambda: list(gc.get_threshold()), lambda v: gc.set_threshold(*v)),
+    "switch_interval": (sys.getswitchinterval, sys.setswitchinterval),
+}
+# A candidate may choose these for its own calls (``set_threads`` is one of Arbor's moves; cuDNN's
+# autotuner only picks among exact algorithms): not flagged, but the reference never sees them.
+OWN = frozenset({"num_threads", "num_interop_threads", "cudnn_benchmark"})
+# the fp32_precision API (torch >= 2.9) says "none" for "inherit", which is IEEE unless a parent says otherwise
+for _name, _path in (("fp32_precision", ()), ("cuda_matmul_fp32_precision", ("cuda", "matmul")),
+                     ("cudnn_fp32_precision", ("cudnn",)), ("mkldnn_fp32_precision", ("mkldnn",)),
+                     ("mkldnn_matmul_fp32_precision", ("mkldnn", "matmul")),
+                     ("mkldnn_conv_fp32_precision", ("mkldnn", "conv"))):
+    _obj = b
+    for _p in _path:
+        _obj = getattr(_obj, _p, None)
+    if _obj is not None and hasattr(_obj, "fp32_precision"):
+        SWITCHES[_name] = ((lambda o=_obj: "ieee" if o.fp32_precision == "none" else o.fp32_precision),
+                           _setter(_obj, "fp32_precision"))
+
+
+def capture() -> dict:
+    state = {}
+    for name, (get, _set) in SWITCHES.items():
+        try:
+            state[name] = get()
+        except Exception:  # noqa: BLE001  a switch this build or platform does not have
+            continue
+    return state
+
+
+def changes(before: dict, after: dict, own: frozenset = OWN) -> list[str]:
+    """``name: old -> new`` for every switch that differs, except the candidate's ``own`` ones."""
+    return [f"{k}: {before.get(k)!r} -> {after.get(k)!r}" for k in sorted(set(before) | set(after))
+            if k not in own and before.get(k) != after.get(k)]
+
+
+def apply(state: dict, current: dict | None = None) -> list[str]:
+    """Set every switch whose value differs from ``state``; the names that could not be set."""
+    current = capture() if current is None else current
+    failed = []
+    for name, value in state.items():
+        if current.get(name) == value:
+            continue
+        setter = SWITCHES.get(name, (None, None))[1]
+        try:
+            if setter is None:
+                raise TypeError("no setter")
+            setter(value)
+        except Exception:  # noqa: BLE001
+            failed.append(name)
+    return failed
+
+
+class StateGuard:
+    """The pristine state (taken before the candidate is imported) and a context that runs the
+    reference under it, putting back whatever the candidate had set afterwards."""
+
+    def __init__(self) -> None:
+        self.pristine = capture()
+
+    @contextlib.contextmanager
+    def reference(self):  # type: ignore[no-untyped-def]
+        now = capture()
+        if now == self.pristine:
+            yield
+            return
+        apply(self.pristine, now)
+        with contextlib.ExitStack() as stack:
+            if now.get("inference_mode") != self.pristine.get("inference_mode"):
+                stack.enter_context(torch.inference_mode(bool(self.pristine.get("inference_mode"))))
+            try:
+                yield
+            finally:
+                apply(now)
+
+    def flagged(self) -> list[str]:
+        return changes(self.pristine, capture())

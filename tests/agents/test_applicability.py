@@ -1,0 +1,24 @@
+"""A move that re-states how the campaign already runs is never offered to the search."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from arbor.agents.skills import load_skills
+from arbor.spec import load_spec
+from arbor.targets.kernel import KernelAdapter
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _thread_moves(num_threads: int | None) -> set[str]:
+    spec = load_spec(REPO / "campaigns" / "quickstart.yaml")
+    spec = spec.model_copy(update={"target": spec.target.model_copy(update={"num_threads": num_threads})})
+    moves = KernelAdapter(spec).moves(load_skills())
+    return {m.id for m in moves if m.transform == "set_threads"}
+
+
+def test_threads_move_equal_to_the_campaigns_thread_count_is_not_proposed():
+    assert _thread_moves(None) >= {"threads-1", "threads-2"}
+    assert "threads-1" not in _thread_moves(1) and "threads-2" in _thread_moves(1)
+    assert "threads-2" not in _thread_moves(2) and "threads-1" in _thread_moves(2)
