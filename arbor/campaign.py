@@ -21,8 +21,10 @@ from .spec import CampaignSpec
 from .targets import make_adapter
 from .verify import final_verification
 from .steps import best_node
+from .run_guard import Heartbeat, new_owner
 
 STALE_LEASE_S = 60.0
+HEARTBEAT_S = 5.0
 
 
 @dataclass
@@ -49,15 +51,21 @@ class Summary:
         return d
 
 
-def build_context(spec: CampaignSpec, store: Store, report: Callable[[str, dict], None]) -> Context:
-    target = make_adapter(spec)
-    target.validate()
+def build_context(spec: CampaignSpec, store: Store, report: Callable[[str, dict], None],
+                  target=None) -> Context:  # type: ignore[no-untyped-def]
+    if target is None:
+        target = make_adapter(spec)
+        target.validate()
     campaign = store.get_or_create_campaign(spec.name, target.kind, spec.model_dump(mode="json"))
+    owner = new_owner()  # one writer per campaign: taken before anything is written or started
+    previous = store.acquire_campaign(campaign.id, owner, STALE_LEASE_S)
+    if previous is not None:
+        report("lease_taken_over", previous)
     agents = build_agents(spec, target, load_skills(spec.skill_dirs()), store=store, campaign_id=campaign.id)
     runner = open_sandbox(spec, store, campaign.id, report)  # runner + clock guard, per spec.sandbox
     ctx = Context(spec=spec, store=store, campaign=campaign, target=target, runner=runner,
                   critic=agents.critic, orchestrator=agents.orchestrator, specialist=agents.specialist,
-                  report=report, llm=agents.llm)
+                  report=report, llm=agents.llm, owner=owner)
     for ev in store.events(campaign.id, limit=1_000_000, kinds=["baseline"]):
         ctx.noise_floor = float(ev.payload.get("noise_floor", 0.0))
     return ctx
@@ -75,12 +83,14 @@ def ensure_root(ctx: Context) -> None:
 
 
 def run_campaign(spec: CampaignSpec, report: Callable[[str, dict], None], store: Store | None = None) -> Summary:
+    target = make_adapter(spec)
+    target.validate()  # a bad spec or problem is refused before any store file exists
     own_store = store is None
     store = store or open_store(spec.store_url())
     ctx = None
     try:
-        ctx = build_context(spec, store, report)
-        requeued = store.requeue_orphans(ctx.cid, STALE_LEASE_S)
+        ctx = build_context(spec, store, report, target)
+        requeued = store.requeue_orphans(ctx.cid, STALE_LEASE_S, spec.budget.max_node_crashes)
         if requeued:
             report("requeued", {"nodes": requeued})
         ensure_root(ctx)
@@ -88,7 +98,8 @@ def run_campaign(spec: CampaignSpec, report: Callable[[str, dict], None], store:
         store.append_event(ctx.cid, "run_started", {"owner": ctx.owner, "requeued": requeued}, agent="loop")
         steps_done = max((n.step for n in store.nodes(ctx.cid)), default=0) + 1
         try:
-            reason = run_loop(ctx, spec.runs_dir() / "checkpoints.sqlite", steps_done)
+            with Heartbeat(ctx, HEARTBEAT_S):
+                reason = run_loop(ctx, spec.runs_dir() / "checkpoints.sqlite", steps_done)
         except KeyboardInterrupt:
             ctx.flush_elapsed()
             store.update_campaign(ctx.cid, status="interrupted", stop_reason="interrupted by the user")
@@ -103,6 +114,10 @@ def run_campaign(spec: CampaignSpec, report: Callable[[str, dict], None], store:
     finally:
         if ctx is not None:
             ctx.runner.close()  # idempotent; also covers a failure before the loop started
+            try:
+                store.release_campaign(ctx.cid, ctx.owner)
+            except Exception:  # the store itself failed: a dead owner's lease is taken over anyway
+                pass
         if own_store:
             store.close()
 

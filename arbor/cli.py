@@ -75,7 +75,10 @@ def run(spec_path: Path = typer.Argument(..., help="campaign YAML"),
         json_out: bool = JsonOpt) -> None:
     """Run (or resume) a campaign until its budget or a stop condition."""
     from arbor.reporting import Reporter, print_summary
+    from arbor.run_guard import signals_interrupt
+    from arbor.search_tree.store import CampaignBusy
 
+    stop_signals: list[int] = []
     try:
         from arbor.campaign import run_campaign
         from arbor.spec import load_spec
@@ -100,7 +103,7 @@ def run(spec_path: Path = typer.Argument(..., help="campaign YAML"),
         try:
             if log:
                 log.write("run_started", {"store": spec.store_url(), "budget": spec.budget.model_dump()})
-            with reporter:
+            with reporter, signals_interrupt() as stop_signals:
                 summary = run_campaign(spec, tee(reporter, log) if log else reporter)
             if log:
                 log.write("run_finished", summary.to_dict())
@@ -111,11 +114,24 @@ def run(spec_path: Path = typer.Argument(..., help="campaign YAML"),
         finally:
             if log:
                 log.close()
+    except CampaignBusy as exc:  # not a mistake in the command: another run holds the campaign
+        err.print(f"[bold red]error:[/] {exc}", markup=True)
+        raise typer.Exit(1)
     except _user_errors() as exc:
         _fail(exc)
     except KeyboardInterrupt:
-        err.print("interrupted — everything measured so far is stored; run the same command to resume")
-        raise typer.Exit(130)
+        import signal
+
+        by = f"stopped by {signal.Signals(stop_signals[0]).name}" if stop_signals else "interrupted"
+        err.print(f"{by} — everything measured so far is stored; run the same command to resume")
+        raise typer.Exit(128 + stop_signals[0] if stop_signals else 130)
+    except Exception as exc:
+        from arbor.search_tree.sql_errors import store_fault
+
+        fault = store_fault(exc)
+        if fault is None:
+            raise
+        _fail(fault)
     if json_out:
         _json(summary.to_dict())
     else:

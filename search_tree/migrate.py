@@ -28,11 +28,18 @@ def head_revision() -> str:
 
 
 def upgrade(engine: Engine) -> None:
+    from .store import StoreError
+
     head = head_revision()
     with engine.connect() as conn:
         current = MigrationContext.configure(conn).get_current_revision()
     if current == head:
         return
+    known = {r.revision for r in ScriptDirectory.from_config(_config()).walk_revisions()}
+    if current is not None and current not in known:  # never "upgrade" what we cannot read
+        raise StoreError(f"this store was written by a newer Arbor (schema revision {current}; this "
+                         f"Arbor knows up to {head}) — upgrade Arbor (pip install -U arbor-opt); "
+                         "the store was left untouched")
     with engine.begin() as conn:
         cfg = _config()
         cfg.attributes["connection"] = conn

@@ -10,11 +10,13 @@ from datetime import datetime, timedelta
 from typing import Any, Iterable, Iterator
 
 from sqlalchemy import delete, func, select, text, update
-from sqlalchemy.exc import IntegrityError, OperationalError
+from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
 from . import migrate
 from .sql_engine import make_engine
+from .sql_errors import open_error, query_error
+from .sql_leases import CampaignLeaseMixin
 from .models import Artifact, Campaign, Event, Lease, Measurement, Node, NodeState, Verdict, utcnow
 from .records import (
     CampaignRecord,
@@ -48,7 +50,7 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
-class SqlStore(Store):
+class SqlStore(CampaignLeaseMixin, Store):
     def __init__(self, url: str, read_only: bool = False):
         self.url = url
         self.is_sqlite = url.startswith("sqlite")
@@ -57,8 +59,10 @@ class SqlStore(Store):
             self.engine = make_engine(url, read_only)
             if not read_only:  # observers never migrate, create or write (see open_store)
                 migrate.upgrade(self.engine)
-        except OperationalError as exc:
-            raise StoreError(f"cannot open store {url}: {exc.orig} — check the path and permissions") from None
+        except StoreError:
+            raise
+        except Exception as exc:  # bad URL, missing driver, corrupt file, newer schema: one line
+            raise open_error(url, exc) from None
         self._sessions = sessionmaker(self.engine, expire_on_commit=False)
 
     @contextmanager
@@ -72,6 +76,12 @@ class SqlStore(Store):
         import json
 
         spec_hash = hashlib.sha256(json.dumps(spec, sort_keys=True, default=str).encode()).hexdigest()
+        try:
+            return self._get_or_create_campaign(name, kind, spec, spec_hash)
+        except IntegrityError:  # another run created it between our read and our insert
+            return self._get_or_create_campaign(name, kind, spec, spec_hash)
+
+    def _get_or_create_campaign(self, name: str, kind: str, spec: dict, spec_hash: str) -> CampaignRecord:
         with self._tx() as s:
             row = s.scalar(select(Campaign).where(Campaign.name == name))
             if row is None:
@@ -197,7 +207,8 @@ class SqlStore(Store):
             res = s.execute(update(Lease).where(Lease.owner == owner).values(heartbeat_at=utcnow()))
             return res.rowcount or 0
 
-    def requeue_orphans(self, campaign_id: int, stale_after_s: float) -> list[int]:
+    def requeue_orphans(self, campaign_id: int, stale_after_s: float,
+                        max_crashes: int | None = None) -> list[int]:
         requeued = []
         cutoff = utcnow() - timedelta(seconds=stale_after_s)
         with self._tx() as s:
@@ -211,11 +222,28 @@ class SqlStore(Store):
                     continue
                 if lease is not None:
                     s.delete(lease)
+                crashes = 1 + (s.scalar(select(func.count()).select_from(Event).where(
+                    Event.campaign_id == campaign_id, Event.node_id == node.id,
+                    Event.kind == "requeued")) or 0)
+                if max_crashes is not None and crashes >= max_crashes:
+                    self._fail_poisoned(s, node, crashes)
+                    continue
                 self._move(node, NodeState.QUEUED, {})
                 s.add(Event(campaign_id=campaign_id, node_id=node.id, kind="requeued", agent="store",
                             payload={"reason": "owner died" if lease else "no lease"}))
                 requeued.append(node.id)
         return requeued
+
+    def _fail_poisoned(self, s: Session, node: Node, crashes: int) -> None:
+        """A node whose measurement killed its runner ``crashes`` times is failed, not retried
+        forever: the campaign moves on."""
+        reason = (f"its measurement died {crashes} times (the run was killed or crashed each time); "
+                  "failed so the campaign moves on")
+        self._move(node, NodeState.FAILED, {"diagnosis": "crashed_runner", "reason": reason})
+        s.add(Verdict(node_id=node.id, measurement_id=None, decision="reject",
+                      diagnosis="crashed_runner", reason=reason, gates=[], agent="store"))
+        s.add(Event(campaign_id=node.campaign_id, node_id=node.id, kind="verdict", agent="store",
+                    payload={"decision": "reject", "diagnosis": "crashed_runner", "reason": reason}))
 
     # --- measurements and verdicts -----------------------------------------------------
     def record_measurement(self, node_id, attempt, purpose, data, runner) -> MeasurementRecord:
@@ -368,8 +396,8 @@ class SqlStore(Store):
                 cols = list(result.keys())
                 rows = [tuple(r) for r in result.fetchmany(limit)]
                 return cols, rows
-            except OperationalError as exc:
-                raise StoreError(f"query failed: {exc.orig}") from None
+            except DBAPIError as exc:  # a refused write, a syntax error, a missing table
+                raise query_error(exc) from None
             finally:
                 if self.is_sqlite and not self.read_only:
                     conn.exec_driver_sql("PRAGMA query_only = OFF")

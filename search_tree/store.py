@@ -37,6 +37,10 @@ class IllegalTransition(StoreError):
     pass
 
 
+class CampaignBusy(StoreError):
+    """Another live ``arbor run`` holds the campaign's lease (one writer per campaign)."""
+
+
 def artifact_sha(content: str) -> str:
     return hashlib.sha256(content.encode("utf-8")).hexdigest()
 
@@ -100,6 +104,20 @@ class Store(ABC):
     def requeue_orphans(self, campaign_id: int, stale_after_s: float) -> list[int]:
         """Running nodes whose owner died (dead pid on this host, or a stale heartbeat) go
         back to queued; returns their ids."""
+
+    # --- the campaign lease (one writer per campaign; readers never take it) -------------
+    def acquire_campaign(self, campaign_id: int, owner: str, stale_after_s: float) -> dict | None:
+        """Take the campaign for ``owner`` (returns the dead owner taken over from, or None);
+        raises CampaignBusy while a live owner holds it."""
+        raise NotImplementedError
+
+    def campaign_heartbeat(self, campaign_id: int, owner: str) -> bool:
+        """Beat the campaign lease and the owner's node leases; False once it is not ours."""
+        raise NotImplementedError
+
+    def release_campaign(self, campaign_id: int, owner: str) -> list[int]:
+        """Drop the lease; the owner's running nodes go back to the queue (returns their ids)."""
+        raise NotImplementedError
 
     # --- measurements and verdicts -----------------------------------------------------
     @abstractmethod
