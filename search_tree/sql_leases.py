@@ -18,7 +18,7 @@ from datetime import timedelta
 from sqlalchemy import delete, select, update
 from sqlalchemy.exc import IntegrityError, OperationalError
 
-from .models import CampaignLease, Campaign, Event, Lease, Node, NodeState, utcnow
+from .models import CampaignLease, Campaign, Event, Lease, Node, NodeState, Verdict, utcnow
 from .store import CampaignBusy
 
 HOST = socket.gethostname()
@@ -84,6 +84,17 @@ class CampaignLeaseMixin:
                 raise OperationalError("lease taken meanwhile", None, Exception("race"))
             s.add(Event(campaign_id=campaign_id, kind="lease_taken_over", agent="store", payload=prev))
             return prev
+
+    def _fail_poisoned(self, s, node: Node, crashes: int) -> None:
+        """A node whose measurement killed its runner ``crashes`` times is failed, not retried
+        forever: the campaign moves on."""
+        reason = (f"its measurement died {crashes} times (the run was killed or crashed each time); "
+                  "failed so the campaign moves on")
+        self._move(node, NodeState.FAILED, {"diagnosis": "crashed_runner", "reason": reason})
+        s.add(Verdict(node_id=node.id, measurement_id=None, decision="reject",
+                      diagnosis="crashed_runner", reason=reason, gates=[], agent="store"))
+        s.add(Event(campaign_id=node.campaign_id, node_id=node.id, kind="verdict", agent="store",
+                    payload={"decision": "reject", "diagnosis": "crashed_runner", "reason": reason}))
 
     def campaign_heartbeat(self, campaign_id: int, owner: str) -> bool:
         """Beat the campaign lease and the owner's node leases; False when the lease is not ours

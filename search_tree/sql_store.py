@@ -234,17 +234,6 @@ class SqlStore(CampaignLeaseMixin, Store):
                 requeued.append(node.id)
         return requeued
 
-    def _fail_poisoned(self, s: Session, node: Node, crashes: int) -> None:
-        """A node whose measurement killed its runner ``crashes`` times is failed, not retried
-        forever: the campaign moves on."""
-        reason = (f"its measurement died {crashes} times (the run was killed or crashed each time); "
-                  "failed so the campaign moves on")
-        self._move(node, NodeState.FAILED, {"diagnosis": "crashed_runner", "reason": reason})
-        s.add(Verdict(node_id=node.id, measurement_id=None, decision="reject",
-                      diagnosis="crashed_runner", reason=reason, gates=[], agent="store"))
-        s.add(Event(campaign_id=node.campaign_id, node_id=node.id, kind="verdict", agent="store",
-                    payload={"decision": "reject", "diagnosis": "crashed_runner", "reason": reason}))
-
     # --- measurements and verdicts -----------------------------------------------------
     def record_measurement(self, node_id, attempt, purpose, data, runner) -> MeasurementRecord:
         keys = ("status", "error_class", "error_text", "baseline_samples", "candidate_samples",
