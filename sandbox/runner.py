@@ -8,8 +8,7 @@ kill the worker" failure). The local runner adds kernel isolation where the OS a
 (``isolation.py``: Landlock, a private network namespace) and says so, as a notice, where not.
 
 ``LocalRunner`` is the development runner; ``DockerRunner`` (``docker_runner.py``) implements the same
-``Runner.run(Job) -> JobResult`` contract, which is why a job is self-contained: argv plus files,
-never paths into the host's checkout.
+contract, which is why a job is self-contained: argv plus files, never host paths.
 """
 
 from __future__ import annotations
@@ -31,9 +30,9 @@ from typing import Protocol
 from . import isolation
 from .jobio import Drain, rmtree, safe_relpath, scrubbed_env
 from .proctree import TOKEN_VAR, ProcessTree, cgroup_available, cleanup_stale
+from .watchdog import Watchdog
 
-__all__ = ["Job", "JobResult", "Runner", "JobHook", "LocalRunner", "SandboxError", "make_runner",
-           "RUNNERS", "runner_kinds"]
+__all__ = ["Job", "JobResult", "Runner", "JobHook", "LocalRunner", "SandboxError", "make_runner", "RUNNERS", "runner_kinds"]
 
 
 class SandboxError(RuntimeError):
@@ -223,6 +222,7 @@ class LocalRunner(Runner):
         self.read_paths = isolation.default_read_paths() + [str(p) for p in extra_read_paths]
         self.strays_killed_at_start = cleanup_stale()
         _remove_stale_workdirs(base_tmp)
+        self.watchdog = Watchdog()  # kills a job's whole tree if we die by kill -9
         abi = isolation.landlock_abi() if filesystem == "isolate" or network == "none" else 0
         self.use_netns = network == "none" and isolation.netns_available()
         self.use_landlock = abi >= 1
@@ -282,7 +282,11 @@ class LocalRunner(Runner):
         return preexec
 
     # ------------------------------------------------------------------ run
+    def _release(self) -> None:  # the watchdog exits, finding us alive
+        self.watchdog.close()
+
     def _execute(self, job: Job) -> JobResult:
+        self.watchdog.start()
         workdir = tempfile.mkdtemp(prefix=f"{_WORKDIR_PREFIX}{os.getpid()}-", dir=self.base_tmp)
         tree: ProcessTree | None = None
         landlock = None
@@ -326,8 +330,7 @@ class LocalRunner(Runner):
             for fd in (out_r, out_w, err_r, err_w):
                 os.close(fd)
             raise
-        os.close(out_w)
-        os.close(err_w)
+        os.close(out_w), os.close(err_w)
         drains = Drain(out_r, job.max_output_bytes), Drain(err_r, job.max_output_bytes)
         try:
             try:
