@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Callable
 
 from arbor.agents.skills import load_skills
+from arbor.search_tree.sql_errors import first_line
 from arbor.search_tree.store import Store, open_store
 
 from .agent_setup import build_agents
@@ -100,10 +101,15 @@ def run_campaign(spec: CampaignSpec, report: Callable[[str, dict], None], store:
         try:
             with Heartbeat(ctx, HEARTBEAT_S):
                 reason = run_loop(ctx, spec.runs_dir() / "checkpoints.sqlite", steps_done)
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as stop:
             ctx.flush_elapsed()
-            store.update_campaign(ctx.cid, status="interrupted", stop_reason="interrupted by the user")
+            by = f"stopped by {stop.args[0]}" if stop.args else "interrupted by the user"  # SIGTERM/SIGHUP
+            store.update_campaign(ctx.cid, status="interrupted", stop_reason=by)
             store.append_event(ctx.cid, "run_interrupted", {}, agent="loop")
+            raise
+        except Exception as exc:  # a store fault (disk full, server gone): say so if the store still can
+            _best_effort(lambda: store.update_campaign(ctx.cid, status="interrupted",
+                                                       stop_reason=f"stopped: {first_line(exc)[:200]}"))
             raise
         finally:
             ctx.runner.close()
@@ -114,12 +120,17 @@ def run_campaign(spec: CampaignSpec, report: Callable[[str, dict], None], store:
     finally:
         if ctx is not None:
             ctx.runner.close()  # idempotent; also covers a failure before the loop started
-            try:
-                store.release_campaign(ctx.cid, ctx.owner)
-            except Exception:  # the store itself failed: a dead owner's lease is taken over anyway
-                pass
+            # the store itself may have failed: a dead owner's lease is taken over anyway
+            _best_effort(lambda: store.release_campaign(ctx.cid, ctx.owner))
         if own_store:
             store.close()
+
+
+def _best_effort(write: Callable[[], object]) -> None:
+    try:
+        write()
+    except Exception:
+        pass
 
 
 def summarize(store: Store, name: str, write_best_to: Path | None = None) -> Summary:

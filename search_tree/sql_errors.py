@@ -10,7 +10,7 @@ from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError
 
 from .store import StoreError
 
-DRIVER_EXTRAS = {"psycopg": "postgres", "psycopg2": "postgres", "pymysql": "mysql"}
+DRIVER_EXTRAS = {"psycopg": "postgres"}
 EXAMPLES = "sqlite:///path/to/arbor.db or postgresql+psycopg://user@host:5432/arbor"
 
 
