@@ -78,7 +78,8 @@ def run(spec_path: Path = typer.Argument(..., help="campaign YAML"),
     from arbor.run_guard import signals_interrupt
     from arbor.search_tree.store import CampaignBusy
 
-    stop_signals: list[int] = []
+    guard = signals_interrupt()  # from here on SIGTERM/SIGHUP are a clean stop, like Ctrl-C
+    stop_signals = guard.__enter__()
     try:
         from arbor.campaign import run_campaign
         from arbor.spec import load_spec
@@ -103,7 +104,7 @@ def run(spec_path: Path = typer.Argument(..., help="campaign YAML"),
         try:
             if log:
                 log.write("run_started", {"store": spec.store_url(), "budget": spec.budget.model_dump()})
-            with reporter, signals_interrupt() as stop_signals:
+            with reporter:
                 summary = run_campaign(spec, tee(reporter, log) if log else reporter)
             if log:
                 log.write("run_finished", summary.to_dict())
@@ -132,6 +133,8 @@ def run(spec_path: Path = typer.Argument(..., help="campaign YAML"),
         if fault is None:
             raise
         _fail(fault)
+    finally:
+        guard.__exit__(None, None, None)
     if json_out:
         _json(summary.to_dict())
     else:
