@@ -6,6 +6,7 @@ does nothing, cheaply, when it already is).
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 from alembic import command
@@ -15,6 +16,7 @@ from alembic.script import ScriptDirectory
 from sqlalchemy.engine import Engine
 
 MIGRATIONS = Path(__file__).parent / "migrations"
+_RACE_RETRIES = 10
 
 
 def _config() -> Config:
@@ -40,7 +42,19 @@ def upgrade(engine: Engine) -> None:
         raise StoreError(f"this store was written by a newer Arbor (schema revision {current}; this "
                          f"Arbor knows up to {head}) — upgrade Arbor (pip install -U arbor-opt); "
                          "the store was left untouched")
-    with engine.begin() as conn:
-        cfg = _config()
-        cfg.attributes["connection"] = conn
-        command.upgrade(cfg, "head")
+    for attempt in range(_RACE_RETRIES):
+        try:
+            with engine.begin() as conn:
+                cfg = _config()
+                cfg.attributes["connection"] = conn
+                command.upgrade(cfg, "head")
+            return
+        except Exception:
+            # two processes opening a new store at once: the loser's DDL fails; once the winner
+            # committed, the schema is at head and there is nothing left to do
+            time.sleep(0.1 * (attempt + 1))
+            with engine.connect() as conn:
+                if MigrationContext.configure(conn).get_current_revision() == head:
+                    return
+            if attempt == _RACE_RETRIES - 1:
+                raise
