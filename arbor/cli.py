@@ -26,10 +26,15 @@ def _user_errors() -> tuple[type[BaseException], ...]:
     from arbor.search_tree.store import StoreError
     from arbor.spec import SpecError
 
-    return (SpecError, ProblemError, SkillError, StoreError, SandboxError)
+    from sqlalchemy.exc import SQLAlchemyError
+
+    return (SpecError, ProblemError, SkillError, StoreError, SandboxError, SQLAlchemyError)
 
 
 def _fail(exc: BaseException) -> None:
+    from arbor.search_tree.sql_errors import store_fault
+
+    exc = store_fault(exc) or exc  # a database error escaping a command: one line, not a traceback
     for line in str(exc).splitlines() or [type(exc).__name__]:
         err.print(f"[bold red]error:[/] {line}", markup=True)
     raise typer.Exit(2)
@@ -126,13 +131,6 @@ def run(spec_path: Path = typer.Argument(..., help="campaign YAML"),
         by = f"stopped by {signal.Signals(stop_signals[0]).name}" if stop_signals else "interrupted"
         err.print(f"{by} — everything measured so far is stored; run the same command to resume")
         raise typer.Exit(128 + stop_signals[0] if stop_signals else 130)
-    except Exception as exc:
-        from arbor.search_tree.sql_errors import store_fault
-
-        fault = store_fault(exc)
-        if fault is None:
-            raise
-        _fail(fault)
     finally:
         guard.__exit__(None, None, None)
     if json_out:
