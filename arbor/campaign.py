@@ -12,7 +12,7 @@ from typing import Callable
 
 from arbor.agents.skills import load_skills
 from arbor.search_tree.sql_errors import first_line
-from arbor.search_tree.store import Store, open_store
+from arbor.search_tree.store import CampaignBusy, Store, open_store
 
 from .agent_setup import build_agents
 from .context import Context
@@ -106,6 +106,8 @@ def run_campaign(spec: CampaignSpec, report: Callable[[str, dict], None], store:
             by = f"stopped by {stop.args[0]}" if stop.args else "interrupted by the user"  # SIGTERM/SIGHUP
             store.update_campaign(ctx.cid, status="interrupted", stop_reason=by)
             store.append_event(ctx.cid, "run_interrupted", {}, agent="loop")
+            raise
+        except CampaignBusy:  # the campaign is another run's now: write nothing more
             raise
         except Exception as exc:  # a store fault (disk full, server gone): say so if the store still can
             _best_effort(lambda: store.update_campaign(ctx.cid, status="interrupted",

@@ -44,7 +44,7 @@ class Heartbeat:
         while not self._stop.wait(self.every_s):
             try:
                 if not self.ctx.store.campaign_heartbeat(self.ctx.cid, self.ctx.owner):
-                    self.lost = True
+                    self.lost = self.ctx.lease_lost = True
                 self.ctx.flush_elapsed()
             except Exception:  # a missed beat only makes the lease look stale sooner
                 pass

@@ -16,7 +16,7 @@ from typing import TypedDict
 from arbor.agents.critic.gates import Evidence
 from arbor.agents.critic.critic import Judgement
 from arbor.search_tree.records import NodeRecord
-from arbor.search_tree.store import DuplicateArtifact
+from arbor.search_tree.store import CampaignBusy, DuplicateArtifact
 
 from . import store_retry
 from .context import Context
@@ -41,6 +41,9 @@ def best_node(nodes: list[NodeRecord]) -> NodeRecord | None:
 
 # --- select ----------------------------------------------------------------------------
 def select(ctx: Context, state: LoopState) -> LoopState:
+    if ctx.lease_lost:  # we stalled past the stale limit and another run took over: it writes now
+        raise CampaignBusy("this run stalled and another `arbor run` took the campaign over — "
+                           "stopping here; the other run carries on")
     pending = [n.id for n in ctx.store.nodes(ctx.cid, states=PENDING)]
     if pending:  # finish what a previous step (or a dead process) left half-way
         return {"parent_id": None, "node_ids": pending, "stop_reason": None}

@@ -20,10 +20,11 @@ def _refusal(err: str) -> None:
     assert " on host " in lines[0]
 
 
-def test_started_together_exactly_one_runs(tmp_path):
+@pytest.mark.parametrize("storage", ["sqlite", "pg"])
+def test_started_together_exactly_one_runs(tmp_path, storage, request):
     spec = replay_campaign(tmp_path, evaluations=20)
-    url = f"sqlite:///{tmp_path / 'arbor.db'}"
-    procs = [start("run", str(spec), "--quiet") for _ in range(2)]
+    url = f"sqlite:///{tmp_path / 'arbor.db'}" if storage == "sqlite" else request.getfixturevalue("pg_url")
+    procs = [start("run", str(spec), "--quiet", "--store", url) for _ in range(2)]
     results = [finish(p, timeout=240) for p in procs]
     codes = sorted(rc for rc, _o, _e in results)
     assert codes == [0, 1], [(rc, e) for rc, _o, e in results]

@@ -1,5 +1,5 @@
-"""A finished measurement survives a store that refuses to write it: retried in memory while the
-fault lasts, spilled to a file and landed by the next run when it does not go away."""
+"""Faults during a run: a finished measurement survives a store that refuses to write it (retried
+in memory, or spilled and landed by the next run), and a run that lost its lease stops writing."""
 
 from __future__ import annotations
 
@@ -69,4 +69,30 @@ def test_lasting_fault_spills_and_the_next_run_lands_it(tmp_path, monkeypatch):
     landed = store.measurements(data["node"])[data["attempt"] - 1]
     assert landed.baseline_samples == data["result"]["baseline_samples"]  # landed, not re-measured
     assert not list((spec.runs_dir() / "pending_measurements").glob("*.json"))
+    store.close()
+
+
+def test_a_run_that_lost_its_lease_stops_writing(tmp_path, monkeypatch):
+    import time
+
+    from sqlalchemy import update
+
+    import arbor.campaign as campaign
+    from arbor.search_tree.models import CampaignLease
+    from arbor.search_tree.store import CampaignBusy
+
+    monkeypatch.setattr(campaign, "HEARTBEAT_S", 0.05)
+    spec = _spec(tmp_path, evaluations=20)
+    store = open_store(spec.store_url())
+
+    def report(kind, data):
+        if kind == "verdict" and data["node"].parent_id is not None:  # as if we stalled past the limit
+            with store._tx() as s:
+                s.execute(update(CampaignLease).values(owner="someone-else"))
+            time.sleep(0.3)
+
+    with pytest.raises(CampaignBusy, match="took the campaign over"):
+        run_campaign(spec, report, store=store)
+    assert store.campaign_owner(store.get_campaign("sr").id)["owner"] == "someone-else"
+    assert store.get_campaign("sr").status == "running"  # the new owner's, untouched by us
     store.close()
