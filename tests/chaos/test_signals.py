@@ -86,3 +86,28 @@ def test_kill_9_of_a_kernel_run_leaves_no_job_process(campaign_dir):
     r = run("run", str(spec), "--quiet")
     assert r.returncode == 0, r.stderr
     assert_consistent(url)
+
+
+def test_sigterm_mid_measurement_kills_the_job_and_requeues_the_node(campaign_dir):
+    from tests.arbor.helpers import write_campaign
+
+    spec = write_campaign(campaign_dir, "term", max_evaluations=2)
+    url = f"sqlite:///{campaign_dir / 'arbor.db'}"
+    proc = start("run", str(spec), "--quiet")
+    try:
+        deadline = time.time() + 120
+        while time.time() < deadline and not job_processes_of(proc.pid):
+            time.sleep(0.1)
+        assert job_processes_of(proc.pid), "the campaign never started a job"
+        time.sleep(0.5)
+    finally:
+        rc, _out, err = finish(proc, signal.SIGTERM)
+    assert rc == 128 + signal.SIGTERM and "stopped by SIGTERM" in err and "Traceback" not in err, err
+    assert wait_gone(proc.pid, within_s=0.5) == []  # killed before the run exited, not after
+    assert query(url, "select count(*) from nodes where state = 'running'") == [(0,)]
+    assert query(url, "select count(*) from leases") == [(0,)]
+    assert query(url, "select status from campaigns") == [("interrupted",)]
+    import tempfile
+    from pathlib import Path
+
+    assert not list(Path(tempfile.gettempdir()).glob(f"arbor-job-{proc.pid}-*"))  # workdir removed
