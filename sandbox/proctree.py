@@ -218,13 +218,14 @@ class ProcessTree:
 
 
 def _pid_alive(pid: int) -> bool:
+    """A zombie is dead: a kill -9'd Arbor stays one until its parent reaps it."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
-    return True
+    return _stat(pid) is not None
 
 
 def cleanup_stale() -> int:

@@ -61,7 +61,8 @@ def _main(owner: int) -> int:
             pass
     except OSError:
         pass
-    if proctree._pid_alive(owner):  # a clean close: the runner already killed its jobs
+    # _stat is None for a zombie too: a kill -9'd owner is one until its parent reaps it
+    if proctree._stat(owner) is not None:  # a clean close: the runner already killed its jobs
         return 0
     for _ in range(_SWEEPS):
         proctree.cleanup_stale()

@@ -26,13 +26,18 @@ _RACE_RETRIES = 20
 
 
 def pid_alive(pid: int) -> bool:
+    """Alive and not a zombie (a kill -9'd run stays one until its parent reaps it)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
-    return True
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0] not in (b"Z", b"X")
+    except (OSError, IndexError):
+        return True
 
 
 def owner_dead(host: str, pid: int, heartbeat_at, stale_after_s: float) -> bool:
