@@ -145,7 +145,7 @@ def _record(ctx: Context, nid: int, attempt: int, purpose: str, result: dict) ->
     try:
         store_retry.retry(lambda: ctx.store.record_measurement(nid, attempt, purpose, result, ctx.runner.name),
                           ctx.report, f"measurement of node {nid}")
-    except Exception:
+    except BaseException:  # a SIGTERM during the retries too: the next run lands it
         store_retry.spill(ctx.spec.runs_dir(), nid, attempt, purpose, result, ctx.runner.name)
         raise
     store_retry.drop_spilled(ctx.spec.runs_dir(), nid, attempt)

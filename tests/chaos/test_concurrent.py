@@ -32,21 +32,20 @@ def test_started_together_exactly_one_runs(tmp_path, storage, request):
     assert_consistent(url, evaluations=20)
 
 
-def test_second_run_refuses_at_once_and_takes_over_after_kill_9(campaign_dir):
-    from tests.arbor.helpers import write_campaign
-
-    spec = write_campaign(campaign_dir, "chaos", max_evaluations=2)  # a kernel campaign: seconds a step
-    url = f"sqlite:///{campaign_dir / 'arbor.db'}"
+def test_second_run_refuses_at_once_and_takes_over_after_kill_9(tmp_path):
+    spec = replay_campaign(tmp_path, evaluations=20)
+    url = f"sqlite:///{tmp_path / 'arbor.db'}"
     first = start("run", str(spec), "--quiet")
     try:
         deadline = time.time() + 120
         while time.time() < deadline:
             try:
-                if query(url, "select count(*) from campaign_leases")[0][0]:
+                if query(url, "select count(*) from measurements")[0][0]:
                     break
             except Exception:  # noqa: BLE001  no store/schema yet
                 pass
-            time.sleep(0.2)
+            time.sleep(0.05)
+        first.send_signal(signal.SIGSTOP)  # alive and holding the campaign, however long we take
         t0 = time.time()
         second = run("run", str(spec), "--quiet", timeout=60)
         assert second.returncode == 1, second.stderr
@@ -59,4 +58,4 @@ def test_second_run_refuses_at_once_and_takes_over_after_kill_9(campaign_dir):
     r = run("run", str(spec), "--quiet")
     assert r.returncode == 0, r.stderr
     assert query(url, "select count(*) from events where kind='lease_taken_over'") == [(1,)]
-    assert_consistent(url, evaluations=2)
+    assert_consistent(url, evaluations=20)

@@ -30,17 +30,28 @@ def _err(r: subprocess.CompletedProcess, *needles: str) -> str:
     return lines[0]
 
 
-@pytest.mark.parametrize("url, needles", [
+BAD_URLS = [
     ("garbage", ("is not a database URL", "sqlite:///")),
     ("foo://x/y", ("unknown database kind 'foo'",)),
     ("postgresql+pg8000://u@localhost/db", ("pg8000 driver", "pip install pg8000")),
     ("postgresql+psycopg://u@localhost:abc/db", ("port is not a number",)),
     ("postgresql+psycopg://u@127.0.0.1:1/db", ("cannot open store", "Connection refused")),
-])
-def test_bad_store_urls_are_one_line(tmp_path, url, needles):
+]
+
+
+@pytest.mark.parametrize("url, needles", BAD_URLS)
+def test_bad_store_urls_are_one_line(url, needles):
+    with pytest.raises(StoreError) as e:
+        open_store(url)
+    msg = str(e.value)
+    assert "\n" not in msg and all(n in msg for n in needles), msg
+
+
+def test_bad_store_urls_through_the_cli(tmp_path):
     spec = replay_campaign(tmp_path)
-    _err(run("run", str(spec), "--store", url), *needles)
-    _err(run("query", "select 1", "--store", url), *(needles if "://" in url else ("store not found",)))
+    for url, needles in BAD_URLS[1:3]:
+        _err(run("run", str(spec), "--store", url), *needles)
+        _err(run("query", "select 1", "--store", url), *needles)
 
 
 def test_missing_postgres_driver_names_the_extra(monkeypatch):
