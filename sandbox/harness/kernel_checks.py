@@ -93,13 +93,13 @@ def _loads(node) -> set:  # type: ignore[no-untyped-def]
 
 
 def _literal_ints(tree) -> set:  # type: ignore[no-untyped-def]
-    """Top-level names assigned an int literal (the sizes a scale may change)."""
+    """Top-level names assigned a value that reads no other name (``n = 4096``, ``h, w = 32, 32``,
+    ``d = 2 ** 10``): the sizes a scale may change. Derived ones follow them instead."""
     import ast
 
     out = set()
     for stmt in tree.body:
-        if isinstance(stmt, (ast.Assign, ast.AnnAssign)) and isinstance(stmt.value, ast.Constant) \
-                and type(stmt.value.value) is int:
+        if isinstance(stmt, (ast.Assign, ast.AnnAssign)) and stmt.value is not None and not _loads(stmt.value):
             out |= _bound(stmt)
     return out
 

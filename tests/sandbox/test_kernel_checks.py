@@ -215,7 +215,7 @@ def _module(tmp_path, source: str):
 
 def test_derived_size_globals_follow_overrides_and_scale(tmp_path):
     src = ("in_features = 1024\nout_features = 4096\nbias_shape = (out_features,)\n"
-           "hidden = in_features * 2\ncalls = []\n")
+           "hidden = in_features * 2\ncalls = []\nheight, width = 32, 64\n")
     mod = _module(tmp_path, src)
     warnings = []
     applied = apply_sizes(mod, {"out_features": 64}, None, warnings)
@@ -224,7 +224,7 @@ def test_derived_size_globals_follow_overrides_and_scale(tmp_path):
     mod = _module(tmp_path, src)
     applied = apply_sizes(mod, {}, 0.25, warnings)
     # literal sizes are scaled; the derived int is recomputed from them, not scaled on its own
-    assert applied == {"in_features": 256, "out_features": 1024}
+    assert applied == {"in_features": 256, "out_features": 1024, "height": 8, "width": 16}
     assert (mod.hidden, mod.bias_shape) == (512, (1024,))
 
 
