@@ -3,7 +3,6 @@ stops with one line; after a restart and a resume nothing is lost, duplicated or
 
 from __future__ import annotations
 
-import signal
 import time
 
 import pytest

@@ -1,7 +1,6 @@
 """Store contract tests, parametrized over storages (as Optuna does): SQLite always, PostgreSQL
 where a private server can be started (tests/pg_server.py) or ARBOR_TEST_PG_URL names one."""
 
-import os
 import threading
 
 import pytest
