@@ -182,6 +182,8 @@ def _classify_death(res: JobResult, req: KernelRequest, partial: dict | None) ->
                                  f"candidate?); the process {how}")
     if phase == "candidate_import":
         return "compile_error", f"the process {how} while importing the candidate\n{stderr}".rstrip()
+    if phase == "reference forward" and not partial.get("candidate_loaded"):
+        return "harness_error", f"the reference Model {how}{where} without a result\n{stderr}".rstrip()
     if phase not in (None, "import"):
         # The harness was running candidate code when the process vanished (segfault, os._exit).
         return "runtime_error", f"the process {how}{where} without a result\n{stderr}".rstrip()

@@ -21,6 +21,7 @@ from pathlib import Path
 from . import isolation
 from .jobio import Drain, rmtree, safe_relpath, scrubbed_env
 from .proctree import TOKEN_VAR, ProcessTree, cgroup_available, cleanup_stale, pid_alive
+from .watchdog import Watchdog
 from .runner import Job, JobResult, Runner
 
 
@@ -104,6 +105,7 @@ class LocalRunner(Runner):
         self.read_paths = isolation.default_read_paths() + [str(p) for p in extra_read_paths]
         self.strays_killed_at_start = cleanup_stale()
         _remove_stale_workdirs(base_tmp)
+        self.watchdog = Watchdog()  # kills a job's whole tree if we die by kill -9
         abi = isolation.landlock_abi() if filesystem == "isolate" or network == "none" else 0
         self.use_netns = network == "none" and isolation.netns_available()
         self.use_landlock = abi >= 1
@@ -163,7 +165,11 @@ class LocalRunner(Runner):
         return preexec
 
     # ------------------------------------------------------------------ run
+    def _release(self) -> None:  # the watchdog exits, finding us alive
+        self.watchdog.close()
+
     def _execute(self, job: Job) -> JobResult:
+        self.watchdog.start()
         workdir = tempfile.mkdtemp(prefix=f"{_WORKDIR_PREFIX}{os.getpid()}-", dir=self.base_tmp)
         tree: ProcessTree | None = None
         landlock = None

@@ -48,6 +48,10 @@ class IllegalTransition(StoreError):
     pass
 
 
+class CampaignBusy(StoreError):
+    """Another live ``arbor run`` holds the campaign's lease (one writer per campaign)."""
+
+
 def artifact_sha(content: str) -> str:
     return hashlib.sha256(content.encode("utf-8")).hexdigest()
 
@@ -108,7 +112,7 @@ class Store(ABC):
     def heartbeat(self, owner: str) -> int: ...
 
     @abstractmethod
-    def requeue_orphans(self, campaign_id: int, stale_after_s: float,
+    def requeue_orphans(self, campaign_id: int, stale_after_s: float, max_crashes: int | None = None,
                         pid_alive: Callable[[int], bool] | None = None) -> list[int]:
         """Running nodes whose owner died go back to queued; returns their ids.
 
@@ -118,6 +122,23 @@ class Store(ABC):
         sandbox's knowledge (``arbor.sandbox.proctree.pid_alive``), and the store may import
         neither the sandbox nor the layers above it, so the campaign, which imports both,
         hands the predicate in. Without one only the heartbeat decides."""
+
+    # --- the campaign lease (one writer per campaign; readers never take it) -------------
+    def acquire_campaign(self, campaign_id: int, owner: str, stale_after_s: float,
+                         pid_alive: Callable[[int], bool] | None = None) -> dict | None:
+        """Take the campaign for ``owner`` (returns the dead owner taken over from, or None);
+        raises CampaignBusy while a live owner holds it. A holder on this host whose pid
+        ``pid_alive`` says is gone is dead (the caller supplies the test, as for requeue_orphans);
+        any holder whose heartbeat is older than ``stale_after_s`` is dead too."""
+        raise NotImplementedError
+
+    def campaign_heartbeat(self, campaign_id: int, owner: str) -> bool:
+        """Beat the campaign lease and the owner's node leases; False once it is not ours."""
+        raise NotImplementedError
+
+    def release_campaign(self, campaign_id: int, owner: str) -> list[int]:
+        """Drop the lease; the owner's running nodes go back to the queue (returns their ids)."""
+        raise NotImplementedError
 
     # --- measurements and verdicts -----------------------------------------------------
     @abstractmethod

@@ -5,6 +5,7 @@ from pathlib import Path
 import pytest
 
 from tests.docker_engine import docker_engine, engine_possible  # noqa: F401  (session fixture)
+from tests.pg_server import pg_server, pg_url  # noqa: F401  (PostgreSQL fixtures)
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -7,6 +7,7 @@ over by the graph's step functions, so LangGraph checkpoints never grow with the
 from __future__ import annotations
 
 import os
+import threading
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -41,12 +42,14 @@ class Context:
     selection: Selection | None = None  # the orchestrator's pick, handed from select to propose
     index: TreeIndex | None = None  # incremental tree statistics (built on first use)
     llm: object | None = None  # LLMRuntime when any agent role uses an LLM (token/cost/failure stops)
+    lease_lost: bool = False  # set by the heartbeat when another run took the campaign over
 
     def __post_init__(self) -> None:
         if self.index is None:
             self.index = TreeIndex(self.campaign.id)
     _sources: dict[str, str] = field(default_factory=dict)
     _evaluations: int | None = None  # candidates measured so far (the budget's count), kept as we go
+    _clock: threading.Lock = field(default_factory=threading.Lock)  # loop and heartbeat both flush
 
     def evaluations(self) -> int:
         """Distinct candidates measured: counted in the store once per process, then incremented
@@ -72,7 +75,8 @@ class Context:
 
     def flush_elapsed(self) -> float:
         """Persist wall time as we go: a kill -9 loses at most one step of it."""
-        now = time.monotonic()
-        total = self.store.add_elapsed(self.cid, now - self.last_mark)
-        self.last_mark = now
-        return total
+        with self._clock:
+            now = time.monotonic()
+            total = self.store.add_elapsed(self.cid, now - self.last_mark)
+            self.last_mark = now
+            return total

@@ -13,18 +13,21 @@ from typing import Callable
 from arbor.agents.skills import load_skills
 from arbor.sandbox.proctree import pid_alive
 from arbor.search_tree import open_store
-from arbor.search_tree.store import Store
+from arbor.search_tree.sql.errors import first_line
+from arbor.search_tree.store import CampaignBusy, Store
 from arbor.spec import CampaignSpec
 from arbor.targets import make_adapter, traits
 
 from .agent_setup import build_agents
 from .context import Context
 from .graph import run_loop
+from .run_guard import Heartbeat, new_owner
 from .sandbox_setup import open_sandbox
 from .steps import best_node
 from .verify import read_final_verification
 
 STALE_LEASE_S = 60.0
+HEARTBEAT_S = 5.0
 
 
 @dataclass
@@ -52,15 +55,21 @@ class Summary:
         return d
 
 
-def build_context(spec: CampaignSpec, store: Store, report: Callable[[str, dict], None]) -> Context:
-    target = make_adapter(spec)
-    target.validate()
+def build_context(spec: CampaignSpec, store: Store, report: Callable[[str, dict], None],
+                  target=None) -> Context:  # type: ignore[no-untyped-def]
+    if target is None:
+        target = make_adapter(spec)
+        target.validate()
     campaign = store.get_or_create_campaign(spec.name, target.kind, spec.model_dump(mode="json"))
+    owner = new_owner()  # one writer per campaign: taken before anything is written or started
+    previous = store.acquire_campaign(campaign.id, owner, STALE_LEASE_S, pid_alive=pid_alive)
+    if previous is not None:
+        report("lease_taken_over", previous)
     agents = build_agents(spec, target, load_skills(spec.skill_dirs()), store=store, campaign_id=campaign.id)
     runner = open_sandbox(spec, store, campaign.id, report)  # runner + clock guard, per spec.sandbox
     ctx = Context(spec=spec, store=store, campaign=campaign, target=target, runner=runner,
                   critic=agents.critic, orchestrator=agents.orchestrator, specialist=agents.specialist,
-                  report=report, llm=agents.llm)
+                  report=report, llm=agents.llm, owner=owner)
     for ev in store.events(campaign.id, limit=1_000_000, kinds=["baseline"]):
         ctx.noise_floor = float(ev.payload.get("noise_floor", 0.0))
     return ctx
@@ -78,12 +87,14 @@ def ensure_root(ctx: Context) -> None:
 
 
 def run_campaign(spec: CampaignSpec, report: Callable[[str, dict], None], store: Store | None = None) -> Summary:
+    target = make_adapter(spec)
+    target.validate()  # a bad spec or problem is refused before any store file exists
     own_store = store is None
     store = store or open_store(spec.store_url())
     ctx = None
     try:
-        ctx = build_context(spec, store, report)
-        requeued = store.requeue_orphans(ctx.cid, STALE_LEASE_S, pid_alive=pid_alive)
+        ctx = build_context(spec, store, report, target)
+        requeued = store.requeue_orphans(ctx.cid, STALE_LEASE_S, spec.budget.max_node_crashes, pid_alive=pid_alive)
         if requeued:
             report("requeued", {"nodes": requeued})
         ensure_root(ctx)
@@ -91,11 +102,19 @@ def run_campaign(spec: CampaignSpec, report: Callable[[str, dict], None], store:
         store.append_event(ctx.cid, "run_started", {"owner": ctx.owner, "requeued": requeued}, agent="loop")
         steps_done = max((n.step for n in store.nodes(ctx.cid)), default=0) + 1
         try:
-            reason = run_loop(ctx, spec.runs_dir() / "checkpoints.sqlite", steps_done)
-        except KeyboardInterrupt:
+            with Heartbeat(ctx, HEARTBEAT_S):
+                reason = run_loop(ctx, spec.runs_dir() / "checkpoints.sqlite", steps_done)
+        except KeyboardInterrupt as stop:
             ctx.flush_elapsed()
-            store.update_campaign(ctx.cid, status="interrupted", stop_reason="interrupted by the user")
+            by = f"stopped by {stop.args[0]}" if stop.args else "interrupted by the user"  # SIGTERM/SIGHUP
+            store.update_campaign(ctx.cid, status="interrupted", stop_reason=by)
             store.append_event(ctx.cid, "run_interrupted", {}, agent="loop")
+            raise
+        except CampaignBusy:  # the campaign is another run's now: write nothing more
+            raise
+        except Exception as exc:  # a store fault (disk full, server gone): say so if the store still can
+            _best_effort(lambda: store.update_campaign(ctx.cid, status="interrupted",
+                                                       stop_reason=f"stopped: {first_line(exc)[:200]}"))
             raise
         finally:
             ctx.runner.close()
@@ -106,8 +125,17 @@ def run_campaign(spec: CampaignSpec, report: Callable[[str, dict], None], store:
     finally:
         if ctx is not None:
             ctx.runner.close()  # idempotent; also covers a failure before the loop started
+            # the store itself may have failed: a dead owner's lease is taken over anyway
+            _best_effort(lambda: store.release_campaign(ctx.cid, ctx.owner))
         if own_store:
             store.close()
+
+
+def _best_effort(write: Callable[[], object]) -> None:
+    try:
+        write()
+    except Exception:
+        pass
 
 
 def summarize(store: Store, name: str, write_best_to: Path | None = None) -> Summary:

@@ -122,5 +122,7 @@ def evaluations_done(url: str, campaign: str) -> int:
             return 0
         camp = store.get_campaign(campaign)
         return store.measurement_count(camp.id, distinct_candidates=True) if camp else 0
+    except Exception:  # only the progress bar's start: `arbor run` itself reports a bad store
+        return 0
     finally:
         store.close()

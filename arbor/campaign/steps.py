@@ -16,8 +16,9 @@ from typing import TypedDict
 from arbor.agents.critic.gates import Evidence
 from arbor.agents.contracts import Judgement
 from arbor.search_tree.records import NodeRecord
-from arbor.search_tree.store import DuplicateArtifact
+from arbor.search_tree.store import CampaignBusy, DuplicateArtifact
 
+from . import store_retry
 from .context import Context
 from .stopping import llm_stop_reason, stop_reason
 
@@ -40,6 +41,9 @@ def best_node(nodes: list[NodeRecord]) -> NodeRecord | None:
 
 # --- select ----------------------------------------------------------------------------
 def select(ctx: Context, state: LoopState) -> LoopState:
+    if ctx.lease_lost:  # we stalled past the stale limit and another run took over: it writes now
+        raise CampaignBusy("this run stalled and another `arbor run` took the campaign over — "
+                           "stopping here; the other run carries on")
     pending = [n.id for n in ctx.store.nodes(ctx.cid, states=PENDING)]
     if pending:  # finish what a previous step (or a dead process) left half-way
         return {"parent_id": None, "node_ids": pending, "stop_reason": None}
@@ -116,19 +120,35 @@ def measure(ctx: Context, state: LoopState) -> LoopState:
         attempt = len(ctx.store.measurements(nid)) + 1
         purpose = _next_purpose(ctx, nid)
         ctx.store.start_running(nid, ctx.owner)
-        ctx.report("measuring", {"node": node, "attempt": attempt, "purpose": purpose})
-        stop = threading.Event()
-        beat = threading.Thread(target=_heartbeat, args=(ctx, stop), daemon=True)
-        beat.start()
-        try:
-            result = ctx.target.measure(ctx.runner, ctx.source(node.artifact_sha))
-        finally:
-            stop.set()
-            beat.join()
-        ctx.store.record_measurement(nid, attempt, purpose, result, ctx.runner.name)
+        spilled = store_retry.take_spilled(ctx.spec.runs_dir(), nid, attempt)  # a store refused it
+        if spilled is not None:
+            purpose, result = spilled["purpose"], spilled["result"]
+        else:
+            ctx.report("measuring", {"node": node, "attempt": attempt, "purpose": purpose})
+            stop = threading.Event()
+            beat = threading.Thread(target=_heartbeat, args=(ctx, stop), daemon=True)
+            beat.start()
+            try:
+                result = ctx.target.measure(ctx.runner, ctx.source(node.artifact_sha))
+            finally:
+                stop.set()
+                beat.join()
+        _record(ctx, nid, attempt, purpose, result)
         if attempt == 1 and node.parent_id is not None:
             ctx.count_evaluation()
     return {}
+
+
+def _record(ctx: Context, nid: int, attempt: int, purpose: str, result: dict) -> None:
+    """Land the measurement: retried through a full disk or a lost server, spilled to a file
+    for the next run if the store keeps refusing (a finished measurement is never lost)."""
+    try:
+        store_retry.retry(lambda: ctx.store.record_measurement(nid, attempt, purpose, result, ctx.runner.name),
+                          ctx.report, f"measurement of node {nid}")
+    except BaseException:  # a SIGTERM during the retries too: the next run lands it
+        store_retry.spill(ctx.spec.runs_dir(), nid, attempt, purpose, result, ctx.runner.name)
+        raise
+    store_retry.drop_spilled(ctx.spec.runs_dir(), nid, attempt)
 
 
 def _heartbeat(ctx: Context, stop: threading.Event) -> None:

@@ -26,11 +26,15 @@ def user_errors() -> tuple[type[BaseException], ...]:
     from arbor.sandbox.runner import SandboxError
     from arbor.search_tree.store import StoreError
     from arbor.spec import SpecError
+    from sqlalchemy.exc import SQLAlchemyError
 
-    return (SpecError, ProblemError, SkillError, StoreError, SandboxError)
+    return (SpecError, ProblemError, SkillError, StoreError, SandboxError, SQLAlchemyError)
 
 
 def fail(exc: BaseException) -> NoReturn:
+    from arbor.search_tree.sql.errors import store_fault
+
+    exc = store_fault(exc) or exc  # a database error escaping a command: one line, not a traceback
     for line in str(exc).splitlines() or [type(exc).__name__]:
         err.print(f"[bold red]error:[/] {line}", markup=True)
     raise typer.Exit(2)

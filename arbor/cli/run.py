@@ -18,8 +18,13 @@ def run(spec_path: Path = typer.Argument(..., help="campaign YAML"),
         json_log: Optional[Path] = typer.Option(None, "--json-log", help="also write every event as JSON lines to this file"),
         json_out: bool = JsonOpt) -> None:
     """Run (or resume) a campaign until its budget or a stop condition."""
+    from arbor.campaign.run_guard import signals_interrupt
+    from arbor.search_tree.store import CampaignBusy
+
     from .terminal import Reporter, print_summary
 
+    guard = signals_interrupt()  # from here on SIGTERM/SIGHUP are a clean stop, like Ctrl-C
+    stop_signals = guard.__enter__()
     try:
         from arbor.campaign.run import run_campaign
         from arbor.spec import load_spec
@@ -63,11 +68,19 @@ def run(spec_path: Path = typer.Argument(..., help="campaign YAML"),
         finally:
             if log:
                 log.close()
+    except CampaignBusy as exc:  # not a mistake in the command: another run holds the campaign
+        err.print(f"[bold red]error:[/] {exc}", markup=True)
+        raise typer.Exit(1)
     except user_errors() as exc:
         fail(exc)
     except KeyboardInterrupt:
-        err.print("interrupted — everything measured so far is stored; run the same command to resume")
-        raise typer.Exit(130)
+        import signal
+
+        by = f"stopped by {signal.Signals(stop_signals[0]).name}" if stop_signals else "interrupted"
+        err.print(f"{by} — everything measured so far is stored; run the same command to resume")
+        raise typer.Exit(128 + stop_signals[0] if stop_signals else 130)
+    finally:
+        guard.__exit__(None, None, None)
     if json_out:
         print_json(summary.to_dict())
     else:

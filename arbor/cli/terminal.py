@@ -80,6 +80,14 @@ class Reporter:
         elif kind == "new_best":
             n = data["node"]
             self.console.print(f"{t} [bold green]new best[/]: node {n.id} {n.speedup:.3f}x", markup=True)
+        elif kind == "store_retry":
+            from rich.markup import escape
+
+            self.console.print(f"{t} [yellow]store refused the {data['what']}[/] ({escape(data['error'])}): "
+                               "kept in memory, retrying — free space or restart the database", markup=True)
+        elif kind == "lease_taken_over":
+            self.console.print(f"{t} took the campaign over from pid {data['pid']} on {data['host']} "
+                               "(no longer running)", markup=True)
         elif kind == "requeued":
             self.console.print(f"{t} re-queued node(s) {data['nodes']} left running by a dead process",
                                markup=True)

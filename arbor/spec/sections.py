@@ -32,6 +32,8 @@ class Budget(Strict):
     patience: int | None = Field(default=None, ge=1, description="stop after K steps without a new best")
     target_speedup: float | None = Field(default=None, gt=1)
     max_failures_in_row: int = Field(default=8, ge=1)
+    max_node_crashes: int = Field(default=3, ge=1, description="a node whose measurement dies this "
+                                  "often (run killed/crashed) is failed as crashed_runner")
     max_tokens: int | None = Field(default=None, ge=1, description="LLM prompt + completion tokens, all runs")
     max_cost_usd: float | None = Field(default=None, gt=0)
     prices: dict[str, Price] = Field(default_factory=dict, description="model name (or '*') -> USD per 1k tokens")

@@ -67,6 +67,20 @@ class Correctness:
         fns = [getattr(f, "__func__", getattr(f, "fget", f)) for f in vars(h.problem.Model).values()]
         h.ref_codes = {id(f.__code__) for f in fns if hasattr(f, "__code__")}  # static/class methods, properties
 
+    def reference_sane(self, xs: list, out) -> None:  # type: ignore[no-untyped-def]
+        """The reference must return tensors, and the same ones twice on the same inputs: else
+        every candidate would be judged against None, or against noise, and called wrong."""
+        h = self.h
+        bad = self.checks.bad_reference_output(out)
+        if bad:
+            self.fail("harness_error", f"the reference Model's forward {bad}: it must return a tensor "
+                      "or a tuple of tensors — fix the problem file")
+        same = h.compare(out, h.call(False, h.clone(xs)))
+        if not same["ok"]:
+            self.fail("harness_error", "the reference is non-deterministic: two runs on the same "
+                      f"inputs differ ({same['reason']}) — seed or remove its randomness (torch.rand, "
+                      "dropout in training mode), or loosen target.atol/rtol")
+
     def check(self, seed: int, candidate_first: bool, poison: float = _POISON[0]) -> dict:
         """Each model gets its own clone; the allocator is poisoned right before the candidate
         runs, and on alternate seeds the candidate runs first, so memory the reference freed never
@@ -75,6 +89,7 @@ class Correctness:
         xs = h.inputs(seed)
         ref = new = mine = None
         for is_new in ((True, False) if candidate_first else (False, True)):
+            h.checkpoint("candidate forward" if is_new else "reference forward")  # a hang names it
             if is_new:
                 self.integrity.poison(xs + checks.tensors(ref), poison)
                 mine = h.clone(xs)

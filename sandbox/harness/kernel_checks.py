@@ -35,25 +35,119 @@ class Failure(Exception):
         self.error_class, self.text = error_class, text
 
 
-def apply_sizes(module, sizes: dict, scale: float | None) -> dict:  # type: ignore[no-untyped-def]
+def apply_sizes(module, sizes: dict, scale: float | None,  # type: ignore[no-untyped-def]
+                warnings: list | None = None) -> dict:
     """Rewrite module-level ints that get_inputs()/get_init_inputs() read at call time.
 
     Unchanged upstream KernelBench files keep their sizes in globals such as ``batch_size``; scaling
-    every int >= 16 shrinks a problem for quick development runs without editing the file.
+    every literal int >= 16 shrinks a problem for quick development runs without editing the file.
+    Globals derived from them (``bias_shape = (out_features,)``) are recomputed by re-executing the
+    module's top-level assignments that depend on an overridden name, in order, with the overrides
+    in place; a derived global that cannot follow (bound inside an ``if``/``for`` block or a
+    default argument, or whose assignment fails) is named in ``warnings``.
     """
     ints = {k: v for k, v in vars(module).items() if not k.startswith("__") and type(v) is int}
     unknown = sorted(set(sizes) - set(ints))
     if unknown:
         raise SizeError(f"sizes override {unknown} names no module-level int in the "
                         f"problem (its ints: {sorted(ints)}); fix target.sizes in the campaign")
+    tree = _module_tree(module)
+    literal = _literal_ints(tree) if tree is not None else set(ints)
     applied = {}
-    if scale is not None:
+    if scale is not None:  # derived ints are not scaled: they follow their sources below
         applied = {k: max(1, int(round(v * scale))) for k, v in ints.items()
-                   if v >= 16 and k not in sizes}
+                   if v >= 16 and k not in sizes and k in literal}
     applied.update({k: int(v) for k, v in sizes.items()})
     for k, v in applied.items():
         setattr(module, k, v)
+    if tree is not None and applied:
+        stale = _recompute(module, tree, set(applied))
+        if stale and warnings is not None:
+            warnings.append(f"sizes: {', '.join(stale)} depend on the overridden {sorted(applied)} "
+                            "but cannot be recomputed (bound inside a block, a default argument, "
+                            "or their assignment failed); set them in target.sizes too")
     return applied
+
+
+def _module_tree(module):  # type: ignore[no-untyped-def]
+    import ast
+
+    try:
+        with open(module.__file__, encoding="utf-8") as f:
+            return ast.parse(f.read())
+    except (OSError, SyntaxError, ValueError, TypeError, AttributeError):
+        return None
+
+
+def _bound(stmt) -> set:  # type: ignore[no-untyped-def]
+    import ast
+
+    targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+    return {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+
+
+def _loads(node) -> set:  # type: ignore[no-untyped-def]
+    import ast
+
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+
+
+def _literal_ints(tree) -> set:  # type: ignore[no-untyped-def]
+    """Top-level names assigned a value that reads no other name (``n = 4096``, ``h, w = 32, 32``,
+    ``d = 2 ** 10``): the sizes a scale may change. Derived ones follow them instead."""
+    import ast
+
+    out = set()
+    for stmt in tree.body:
+        if isinstance(stmt, (ast.Assign, ast.AnnAssign)) and stmt.value is not None and not _loads(stmt.value):
+            out |= _bound(stmt)
+    return out
+
+
+def _recompute(module, tree, pinned: set) -> list:  # type: ignore[no-untyped-def]
+    """Re-run, in order, each top-level assignment reading a changed name (never one that only
+    rebinds an override); returns the derived names that could not follow."""
+    import ast
+
+    changed, redone, stale = set(pinned), set(), []
+    ns = vars(module)
+    for stmt in tree.body:
+        if isinstance(stmt, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+            names = _bound(stmt)
+            if not names or names <= pinned or not (_loads(stmt) & changed) or stmt.value is None:
+                continue
+            if isinstance(stmt, ast.AugAssign) and not names <= redone:  # `x += n` twice is wrong
+                stale.extend(sorted(names - pinned))
+                continue
+            try:
+                exec(compile(ast.Module(body=[stmt], type_ignores=[]), module.__file__, "exec"), ns)
+                changed |= names
+                redone |= names
+            except Exception:  # noqa: BLE001  named below, the run goes on with the old value
+                stale.extend(sorted(names))
+        elif isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            defaults = [d for d in getattr(stmt.args, "defaults", []) + getattr(stmt.args, "kw_defaults", [])
+                        if d is not None] if not isinstance(stmt, ast.ClassDef) else []
+            if any(_loads(d) & changed for d in defaults):
+                stale.append(f"{stmt.name}() default")
+        elif not isinstance(stmt, (ast.Import, ast.ImportFrom, ast.Expr)) and _loads(stmt) & changed:
+            stale.extend(sorted({n.id for n in ast.walk(stmt) if isinstance(n, ast.Name)
+                                 and isinstance(n.ctx, ast.Store)} - pinned))
+    return stale
+
+
+def bad_reference_output(out) -> str | None:  # type: ignore[no-untyped-def]
+    """Why a reference output cannot be compared against, or None: candidates would otherwise be
+    judged against ``None`` (or a non-tensor) and pass or fail for no reason."""
+    items = flat(out)
+    if out is None or not items:
+        return "returned None" if out is None else "returned an empty sequence"
+    for i, x in enumerate(items):
+        if x is None:
+            return f"returned None as output {i}"
+    if not tensors(out):
+        return f"returned {type(out).__name__}, not a tensor"
+    return None
 
 
 def tolerance(dtype: torch.dtype, atol: float | None, rtol: float | None) -> tuple[float, float]:

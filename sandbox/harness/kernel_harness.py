@@ -141,14 +141,16 @@ class Harness:
         try:
             self.problem = _load_module("arbor_problem", req["problem_file"])
             self.result["sizes_applied"] = checks.apply_sizes(
-                self.problem, req.get("sizes") or {}, req.get("size_scale"))
+                self.problem, req.get("sizes") or {}, req.get("size_scale"), self.result["warnings"])
             self.seed_fn(seed)
             init = list(self.problem.get_init_inputs())
             self.seed_fn(seed)
             self.ref = self.to_device(self.problem.Model(*init))
             xs = self.inputs(seed)
             mine = self.clone(xs)
+            self.checkpoint("reference forward")
             out = self.call(False, mine)
+            self.checker.reference_sane(xs, out)  # None/non-tensor outputs, non-determinism
             self.facts["cost"] = cost.reference_cost(self.ref, self.clone(xs), out)
         except checks.SizeError as e:
             raise Failure("harness_error", str(e)) from None
@@ -174,6 +176,7 @@ class Harness:
             if issubclass(new_cls, self.problem.Model):
                 raise Failure("hack_suspected", "ModelNew inherits the reference Model (falls back "
                               "to the reference)")
+        self.result["candidate_loaded"] = True  # a dead process from here on may be the candidate's doing
         try:
             self.seed_fn(seed)
             self.new = self.to_device(new_cls(*init))
@@ -394,8 +397,6 @@ def main(argv: list[str]) -> int:
 
 if __name__ == "__main__":
     code = main(sys.argv)
-    sys.stdout.flush()
-    sys.stderr.flush()
+    sys.stdout.flush(), sys.stderr.flush()
     # Skip interpreter shutdown: a candidate's non-daemon threads or atexit hooks must not turn a
-    # finished measurement into a timeout (they are reported by the process audit).
-    os._exit(code)
+    os._exit(code)  # finished measurement into a timeout (they are reported by the process audit)

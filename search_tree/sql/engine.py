@@ -23,7 +23,9 @@ def make_engine(url: str, read_only: bool = False) -> Engine:
         listener = _sqlite_read_only_pragmas if is_sqlite else (
             _postgres_read_only if engine.dialect.name == "postgresql" else None)
     else:
-        kwargs: dict[str, Any] = {"connect_args": {"timeout": 30, "check_same_thread": False}} if is_sqlite else {}
+        # a server restarted mid-run leaves dead pooled connections: ping them before use
+        kwargs: dict[str, Any] = ({"connect_args": {"timeout": 30, "check_same_thread": False}} if is_sqlite
+                                  else {"pool_pre_ping": True})
         engine = create_engine(url, **kwargs)
         listener = _sqlite_pragmas if is_sqlite else None
     if listener is not None:

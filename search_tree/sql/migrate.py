@@ -6,6 +6,7 @@ does nothing, cheaply, when it already is).
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 from alembic import command
@@ -15,6 +16,7 @@ from alembic.script import ScriptDirectory
 from sqlalchemy.engine import Engine
 
 MIGRATIONS = Path(__file__).parent / "migrations"
+_RACE_RETRIES = 10
 
 
 def _config() -> Config:
@@ -28,12 +30,31 @@ def head_revision() -> str:
 
 
 def upgrade(engine: Engine) -> None:
+    from .store import StoreError
+
     head = head_revision()
     with engine.connect() as conn:
         current = MigrationContext.configure(conn).get_current_revision()
     if current == head:
         return
-    with engine.begin() as conn:
-        cfg = _config()
-        cfg.attributes["connection"] = conn
-        command.upgrade(cfg, "head")
+    known = {r.revision for r in ScriptDirectory.from_config(_config()).walk_revisions()}
+    if current is not None and current not in known:  # never "upgrade" what we cannot read
+        raise StoreError(f"this store was written by a newer Arbor (schema revision {current}; this "
+                         f"Arbor knows up to {head}) — upgrade Arbor (pip install -U arbor-opt); "
+                         "the store was left untouched")
+    for attempt in range(_RACE_RETRIES):
+        try:
+            with engine.begin() as conn:
+                cfg = _config()
+                cfg.attributes["connection"] = conn
+                command.upgrade(cfg, "head")
+            return
+        except Exception:
+            # two processes opening a new store at once: the loser's DDL fails; once the winner
+            # committed, the schema is at head and there is nothing left to do
+            time.sleep(0.1 * (attempt + 1))
+            with engine.connect() as conn:
+                if MigrationContext.configure(conn).get_current_revision() == head:
+                    return
+            if attempt == _RACE_RETRIES - 1:
+                raise

@@ -173,3 +173,16 @@ class Lease(Base):
     pid: Mapped[int] = mapped_column(Integer)
     acquired_at: Mapped[datetime] = mapped_column(default=utcnow)
     heartbeat_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class CampaignLease(Base):
+    """Held by the one ``arbor run`` writing a campaign (migration 0003); readers never take it."""
+
+    __tablename__ = "campaign_leases"
+
+    campaign_id: Mapped[int] = mapped_column(ForeignKey("campaigns.id"), primary_key=True)
+    owner: Mapped[str] = mapped_column(String(64))
+    host: Mapped[str] = mapped_column(String(255))
+    pid: Mapped[int] = mapped_column(Integer)
+    acquired_at: Mapped[datetime] = mapped_column(default=utcnow)
+    heartbeat_at: Mapped[datetime] = mapped_column(default=utcnow)

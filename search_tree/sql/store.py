@@ -10,7 +10,7 @@ from datetime import datetime, timedelta
 from typing import Any, Callable, Iterable, Iterator
 
 from sqlalchemy import delete, func, select, text, update
-from sqlalchemy.exc import IntegrityError, OperationalError
+from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
 from ..records import (
@@ -24,6 +24,8 @@ from ..records import (
 from ..store import DuplicateArtifact, IllegalTransition, Store, StoreError, artifact_sha
 from . import migrate
 from .engine import make_engine
+from .errors import open_error, query_error
+from .leases import CampaignLeaseMixin
 from .models import Artifact, Campaign, Event, Lease, Measurement, Node, NodeState, Verdict, utcnow
 
 HOST = socket.gethostname()
@@ -38,7 +40,7 @@ def _no_index(column):
     return column + 0
 
 
-class SqlStore(Store):
+class SqlStore(CampaignLeaseMixin, Store):
     def __init__(self, url: str, read_only: bool = False):
         self.url = url
         self.is_sqlite = url.startswith("sqlite")
@@ -47,8 +49,10 @@ class SqlStore(Store):
             self.engine = make_engine(url, read_only)
             if not read_only:  # observers never migrate, create or write (see open_store)
                 migrate.upgrade(self.engine)
-        except OperationalError as exc:
-            raise StoreError(f"cannot open store {url}: {exc.orig} — check the path and permissions") from None
+        except StoreError:
+            raise
+        except Exception as exc:  # bad URL, missing driver, corrupt file, newer schema: one line
+            raise open_error(url, exc) from None
         self._sessions = sessionmaker(self.engine, expire_on_commit=False)
 
     @contextmanager
@@ -62,6 +66,12 @@ class SqlStore(Store):
         import json
 
         spec_hash = hashlib.sha256(json.dumps(spec, sort_keys=True, default=str).encode()).hexdigest()
+        try:
+            return self._get_or_create_campaign(name, kind, spec, spec_hash)
+        except IntegrityError:  # another run created it between our read and our insert
+            return self._get_or_create_campaign(name, kind, spec, spec_hash)
+
+    def _get_or_create_campaign(self, name: str, kind: str, spec: dict, spec_hash: str) -> CampaignRecord:
         with self._tx() as s:
             row = s.scalar(select(Campaign).where(Campaign.name == name))
             if row is None:
@@ -188,6 +198,7 @@ class SqlStore(Store):
             return res.rowcount or 0
 
     def requeue_orphans(self, campaign_id: int, stale_after_s: float,
+                        max_crashes: int | None = None,
                         pid_alive: Callable[[int], bool] | None = None) -> list[int]:
         requeued = []
         cutoff = utcnow() - timedelta(seconds=stale_after_s)
@@ -202,6 +213,12 @@ class SqlStore(Store):
                     continue
                 if lease is not None:
                     s.delete(lease)
+                crashes = 1 + (s.scalar(select(func.count()).select_from(Event).where(
+                    Event.campaign_id == campaign_id, Event.node_id == node.id,
+                    Event.kind == "requeued")) or 0)
+                if max_crashes is not None and crashes >= max_crashes:
+                    self._fail_poisoned(s, node, crashes)
+                    continue
                 self._move(node, NodeState.QUEUED, {})
                 s.add(Event(campaign_id=campaign_id, node_id=node.id, kind="requeued", agent="store",
                             payload={"reason": "owner died" if lease else "no lease"}))
@@ -359,8 +376,8 @@ class SqlStore(Store):
                 cols = list(result.keys())
                 rows = [tuple(r) for r in result.fetchmany(limit)]
                 return cols, rows
-            except OperationalError as exc:
-                raise StoreError(f"query failed: {exc.orig}") from None
+            except DBAPIError as exc:  # a refused write, a syntax error, a missing table
+                raise query_error(exc) from None
             finally:
                 if self.is_sqlite and not self.read_only:
                     conn.exec_driver_sql("PRAGMA query_only = OFF")

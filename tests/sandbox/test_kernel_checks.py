@@ -214,3 +214,52 @@ def test_ratio_halfwidth_says_when_more_rounds_would_still_narrow_the_ci():
     noisy = timing.ratio_halfwidth([2 * (1 + 0.2 * rng.gauss(0, 1)) for _ in load], [1.0] * 40)
     assert tight < 0.01 < 0.02 < noisy
     assert timing.ratio_halfwidth([1.0] * 4, [1.0] * 4) == float("inf")
+
+
+def _module(tmp_path, source: str):
+    import importlib.util
+
+    path = tmp_path / "prob.py"
+    path.write_text(source)
+    spec = importlib.util.spec_from_file_location("prob_sizes", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_derived_size_globals_follow_overrides_and_scale(tmp_path):
+    src = ("in_features = 1024\nout_features = 4096\nbias_shape = (out_features,)\n"
+           "hidden = in_features * 2\ncalls = []\nheight, width = 32, 64\n")
+    mod = _module(tmp_path, src)
+    warnings = []
+    applied = apply_sizes(mod, {"out_features": 64}, None, warnings)
+    assert applied == {"out_features": 64}
+    assert mod.bias_shape == (64,) and mod.hidden == 2048 and warnings == []
+    mod = _module(tmp_path, src)
+    applied = apply_sizes(mod, {}, 0.25, warnings)
+    # literal sizes are scaled; the derived int is recomputed from them, not scaled on its own
+    assert applied == {"in_features": 256, "out_features": 1024, "height": 8, "width": 16}
+    assert (mod.hidden, mod.bias_shape) == (512, (1024,))
+
+
+def test_derived_global_that_cannot_follow_is_named(tmp_path):
+    src = ("n = 4096\nif True:\n    shape = (n, 2)\ncount = 1\ncount += n\n"
+           "def make(k=n):\n    return k\nok = n // 2\n")
+    mod = _module(tmp_path, src)
+    warnings = []
+    apply_sizes(mod, {"n": 64}, None, warnings)
+    assert mod.ok == 32
+    assert len(warnings) == 1
+    for name in ("shape", "count", "make() default"):
+        assert name in warnings[0]
+
+
+def test_bad_reference_outputs_named():
+    import torch
+
+    from arbor.sandbox.harness.kernel_checks import bad_reference_output
+
+    assert bad_reference_output(None) == "returned None"
+    assert "not a tensor" in bad_reference_output(3.0)
+    assert "None as output 1" in bad_reference_output((torch.ones(2), None))
+    assert bad_reference_output((torch.ones(2), 3)) is None

@@ -1,5 +1,5 @@
 """Store contract tests, parametrized over storages (as Optuna does): SQLite always, PostgreSQL
-when ARBOR_TEST_PG_URL points at one."""
+where a private server can be started (tests/pg_server.py) or ARBOR_TEST_PG_URL names one."""
 
 import os
 import threading
@@ -12,15 +12,7 @@ from arbor.search_tree.sql.migrate import head_revision
 from arbor.search_tree import open_store
 from arbor.search_tree.store import DuplicateArtifact, IllegalTransition, StoreError, artifact_sha
 
-URLS = ["sqlite"] + (["pg"] if os.environ.get("ARBOR_TEST_PG_URL") else [])
-
-
-@pytest.fixture(params=URLS)
-def store(request, tmp_path):
-    url = f"sqlite:///{tmp_path / 'arbor.db'}" if request.param == "sqlite" else os.environ["ARBOR_TEST_PG_URL"]
-    s = open_store(url)
-    yield s
-    s.close()
+# the ``store`` fixture (SQLite, and PostgreSQL with a fresh database per test) is in conftest.py
 
 
 def _node(store, cid, content="x = 1", parent=None, **kw):

@@ -1,0 +1,72 @@
+"""What keeps one ``arbor run`` the only writer of its campaign, and makes it stop cleanly.
+
+* the campaign lease (taken in ``build_context``) is beaten by a background thread, which also
+  persists wall time, so a run killed mid-measurement still counts the time it spent;
+* SIGTERM and SIGHUP (what systemd, Slurm, ``kill`` and a closed terminal send) take the Ctrl-C
+  path: the main thread gets a KeyboardInterrupt, the job tree is killed, the node goes back to
+  the queue, the status says ``interrupted`` and the clocks are restored.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import uuid
+from contextlib import contextmanager
+from typing import Iterator
+
+STOP_SIGNALS = tuple(getattr(signal, n) for n in ("SIGTERM", "SIGHUP") if hasattr(signal, n))
+
+
+def new_owner() -> str:
+    return f"{os.getpid()}-{uuid.uuid4().hex[:12]}"
+
+
+class Heartbeat:
+    """Beats the campaign lease (and the owner's node leases) and flushes elapsed time."""
+
+    def __init__(self, ctx, every_s: float) -> None:  # type: ignore[no-untyped-def]
+        self.ctx, self.every_s = ctx, every_s
+        self.lost = False  # the lease went to another run while we stalled
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="arbor-heartbeat", daemon=True)
+
+    def __enter__(self) -> Heartbeat:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.every_s):
+            try:
+                if not self.ctx.store.campaign_heartbeat(self.ctx.cid, self.ctx.owner):
+                    self.lost = self.ctx.lease_lost = True
+                self.ctx.flush_elapsed()
+            except Exception:  # a missed beat only makes the lease look stale sooner
+                pass
+
+
+@contextmanager
+def signals_interrupt() -> Iterator[list[int]]:
+    """Within the block, SIGTERM/SIGHUP raise KeyboardInterrupt in the main thread (as Ctrl-C).
+    Yields a list that receives the signal numbers seen (for the message)."""
+    seen: list[int] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield seen
+        return
+
+    def handler(signum, _frame):  # type: ignore[no-untyped-def]
+        seen.append(signum)
+        if len(seen) == 1:
+            raise KeyboardInterrupt(signal.Signals(signum).name)
+
+    old = {s: signal.signal(s, handler) for s in STOP_SIGNALS}
+    try:
+        yield seen
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)

@@ -1,0 +1,135 @@
+"""Shared pieces of the chaos suite: a fast campaign, a CLI run that can be killed, and the
+invariants every fault must leave intact (0 lost, 0 duplicated, 0 stuck, 0 orphaned, 0 tracebacks)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from sqlalchemy import create_engine, text
+
+REPO = Path(__file__).resolve().parents[2]
+PENDING = "('proposed','queued','running','measured')"
+
+
+def env(**extra: str) -> dict:
+    e = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST")}
+    e.update(extra)
+    return e
+
+
+def replay_campaign(tmp: Path, name: str = "chaos", evaluations: int = 24) -> Path:
+    """A replayed campaign: the real loop, store and Critic, measurements from a landscape, so a
+    whole campaign takes seconds and can be killed at many points."""
+    sys.path.insert(0, str(REPO))
+    from benchmarks.synthetic import make_landscape
+
+    make_landscape().dump(tmp / "land.json")
+    spec = tmp / f"{name}.yaml"
+    spec.write_text(f"name: {name}\ntarget: {{kind: replay, landscape: land.json}}\n"
+                    f"budget: {{max_evaluations: {evaluations}, max_wall_s: 600}}\n"
+                    "critic: {min_speedup: 1.02}\n")
+    return spec
+
+
+def start(*args: str, **env_extra: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "arbor", *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env(**env_extra))
+
+
+def run(*args: str, timeout: float = 300, **env_extra: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "arbor", *args], capture_output=True, text=True,
+                          timeout=timeout, env=env(**env_extra))
+
+
+def finish(proc: subprocess.Popen, sig: int | None = None, timeout: float = 60) -> tuple[int, str, str]:
+    if sig is not None and proc.poll() is None:
+        proc.send_signal(sig)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, err = proc.communicate()
+        raise AssertionError(f"arbor run did not stop within {timeout} s of signal {sig}")
+    return proc.returncode, out, err
+
+
+def one_line_error(err: str) -> None:
+    """What a fault may print: at most one `error:` line (plus the reporter's own lines)."""
+    assert "Traceback" not in err, err
+    assert sum(1 for ln in err.splitlines() if ln.startswith("error:")) <= 1, err
+
+
+def query(url: str, sql: str) -> list[tuple]:
+    eng = create_engine(url)
+    try:
+        with eng.connect() as c:
+            return [tuple(r) for r in c.execute(text(sql))]
+    finally:
+        eng.dispose()
+
+
+def assert_consistent(url: str, evaluations: int | None = None, finished: bool = True) -> None:
+    """0 duplicated, 0 lost, 0 stuck: the store after any fault and a final resume."""
+    dup_series = query(url, "select node_id, attempt from measurements group by 1, 2 having count(*) > 1")
+    assert dup_series == [], f"duplicated measurement series {dup_series}"
+    dup_nodes = query(url, "select campaign_id, artifact_sha from nodes group by 1, 2 having count(*) > 1")
+    assert dup_nodes == [], f"an artifact got two nodes {dup_nodes}"
+    final = query(url, "select node_id, count(*) from verdicts where decision in ('accept','reject') "
+                       "group by 1 having count(*) > 1")
+    assert final == [], f"a node was judged twice {final}"
+    created = query(url, "select count(*) from events where kind='campaign_created'")
+    assert created == [(1,)], created
+    # every measured verdict points at a stored measurement, every judged node has one
+    lost = query(url, "select v.id from verdicts v left join measurements m on m.id = v.measurement_id "
+                      "where v.measurement_id is not null and m.id is null")
+    assert lost == [], f"verdicts whose measurement is gone {lost}"
+    unmeasured = query(url, "select n.id from nodes n where n.state = 'accepted' and not exists "
+                            "(select 1 from measurements m where m.node_id = n.id and m.status = 'ok')")
+    assert unmeasured == [], f"accepted nodes without a measurement {unmeasured}"
+    if finished:
+        assert query(url, f"select count(*) from nodes where state in {PENDING}") == [(0,)]
+        assert query(url, "select count(*) from leases") == [(0,)]
+        assert query(url, "select count(*) from campaign_leases") == [(0,)]
+        assert query(url, "select status from campaigns") == [("finished",)]
+    if evaluations is not None:  # the budget counts every candidate once: none lost, none extra
+        n = query(url, "select count(distinct m.node_id) from measurements m join nodes n on "
+                       "n.id = m.node_id where n.parent_id is not null")
+        assert n == [(evaluations,)], n
+
+
+def job_processes_of(pid: int) -> list[int]:
+    """Live processes carrying the job token of the Arbor process ``pid`` (its jobs' trees)."""
+    needle = f"ARBOR_JOB={pid}-".encode()
+    found = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            if needle in Path(f"/proc/{d}/environ").read_bytes():
+                state = Path(f"/proc/{d}/stat").read_text().rsplit(")", 1)[1].split()[0]
+                if state not in ("Z", "X"):
+                    found.append(int(d))
+        except OSError:
+            pass
+    return found
+
+
+def wait_gone(pid: int, within_s: float) -> list[int]:
+    t0 = time.time()
+    while time.time() - t0 < within_s:
+        left = job_processes_of(pid)
+        if not left:
+            return []
+        time.sleep(0.1)
+    left = job_processes_of(pid)
+    for p in left:  # never leave them behind, even when failing
+        try:
+            os.kill(p, signal.SIGKILL)
+        except OSError:
+            pass
+    return left
