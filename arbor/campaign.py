@@ -16,6 +16,7 @@ from arbor.search_tree.store import Store, open_store
 from .agent_setup import build_agents
 from .context import Context
 from .loop import run_loop
+from .parallel import close_parallel, open_parallel
 from .sandbox_setup import open_sandbox
 from .spec import CampaignSpec
 from .targets import make_adapter
@@ -84,12 +85,14 @@ def run_campaign(spec: CampaignSpec, report: Callable[[str, dict], None], store:
         if requeued:
             report("requeued", {"nodes": requeued})
         ensure_root(ctx)
+        ctx.parallel = open_parallel(ctx)
         store.update_campaign(ctx.cid, status="running")
         store.append_event(ctx.cid, "run_started", {"owner": ctx.owner, "requeued": requeued}, agent="loop")
         steps_done = max((n.step for n in store.nodes(ctx.cid)), default=0) + 1
         try:
             reason = run_loop(ctx, spec.runs_dir() / "checkpoints.sqlite", steps_done)
         except KeyboardInterrupt:
+            close_parallel(ctx, wait=False)
             ctx.flush_elapsed()
             store.update_campaign(ctx.cid, status="interrupted", stop_reason="interrupted by the user")
             store.append_event(ctx.cid, "run_interrupted", {}, agent="loop")
@@ -102,6 +105,7 @@ def run_campaign(spec: CampaignSpec, report: Callable[[str, dict], None], store:
         return summarize(store, spec.name, write_best_to=spec.runs_dir())
     finally:
         if ctx is not None:
+            close_parallel(ctx)
             ctx.runner.close()  # idempotent; also covers a failure before the loop started
         if own_store:
             store.close()

@@ -43,6 +43,7 @@ class Context:
     selection: object | None = None  # the orchestrator's pick, handed from select to propose
     index: TreeIndex | None = None  # incremental tree statistics (built on first use)
     llm: object | None = None  # LLMRuntime when any agent role uses an LLM (token/cost/failure stops)
+    parallel: object | None = None  # arbor.parallel.Parallel when executor.workers > 1 (None: serial)
 
     def __post_init__(self) -> None:
         if self.index is None:

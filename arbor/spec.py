@@ -15,6 +15,7 @@ from pydantic import (BaseModel, ConfigDict, Discriminator, Field, Tag, Validati
                       model_validator)
 
 from .spec_agents import LLM_ROLES, AgentRole, Agents, StructuredMode  # noqa: F401 (re-exported)
+from .spec_executor import ExecutorCfg
 from .spec_replay import ReplayTarget
 from .spec_serving import ServingTarget
 
@@ -195,6 +196,7 @@ class CampaignSpec(_Strict):
     critic: Critic = Field(default_factory=Critic)
     skills: Skills = Field(default_factory=Skills)
     store: StoreCfg = Field(default_factory=StoreCfg)
+    executor: ExecutorCfg = Field(default_factory=ExecutorCfg)
     # where the YAML lives; relative paths resolve against it (not serialized into the store)
     base_dir: Path = Field(default=Path("."), exclude=True)
 
