@@ -26,6 +26,11 @@ from .records import NodeRecord
 STATES = ("proposed", "queued", "running", "measured", "accepted", "rejected", "failed", "pruned")
 _CODE = {s: i for i, s in enumerate(STATES)}
 ACCEPTED = _CODE["accepted"]
+_FINAL = frozenset(("accepted", "rejected", "failed", "pruned"))
+# With several measurements in flight, each pending child lowers its parent's Q by this much,
+# spread over the parent's visits: the next free worker is filled from another node unless this
+# parent is clearly the best (a serial campaign never scores a node with pending children).
+VIRTUAL_LOSS = 0.1
 REFRESH_OVERLAP = timedelta(seconds=2)  # re-read a little before the cursor: writes share timestamps
 
 
@@ -49,6 +54,7 @@ class _Grow:
             "exact": np.zeros(self.cap, bool),
             "expandable": np.ones(self.cap, bool),
             "depth": np.zeros(self.cap, np.int32),
+            "pending": np.zeros(self.cap, np.int32),  # children proposed but not finished (in flight)
         }
 
     def append(self) -> int:
@@ -73,8 +79,11 @@ def _digest(sha: str) -> bytes:
 
 
 class TreeIndex:
-    def __init__(self, campaign_id: int, prior_bound: float = 1.0, recent: int = 256):
+    def __init__(self, campaign_id: int, prior_bound: float = 1.0, recent: int = 256,
+                 virtual_loss: float = VIRTUAL_LOSS):
         self.campaign_id = campaign_id
+        self.virtual_loss = virtual_loss
+        self._pending_ids: set[int] = set()  # children counted in their parent's "pending"
         self.prior_bound = prior_bound
         self._g = _Grow()
         self.row_of: dict[int, int] = {}
@@ -125,6 +134,9 @@ class TreeIndex:
                 g["parent"][row] = prow
                 self.tried.setdefault(prow, set()).add(n.move_id or f"node-{n.id}")
                 g["exact"][prow] = False
+                if n.state not in _FINAL:
+                    g["pending"][prow] += 1
+                    self._pending_ids.add(n.id)
                 r = prow
                 while r >= 0:  # one more expansion below every ancestor
                     g["visits"][r] += 1
@@ -144,6 +156,9 @@ class TreeIndex:
     def _finish(self, row: int, n: NodeRecord) -> None:
         g = self._g.cols
         self._finished.add(n.id)
+        if n.id in self._pending_ids:
+            self._pending_ids.discard(n.id)
+            g["pending"][g["parent"][row]] -= 1
         if n.parent_id is not None:
             self.recent_finished.append((n.state, n.diagnosis))
             self.since_last_win = 0 if n.state == "accepted" else self.since_last_win + 1
@@ -213,7 +228,14 @@ class TreeIndex:
         parent_visits = np.where(parent >= 0, c["visits"][np.maximum(parent, 0)], own_visits)
         value = np.nan_to_num(c["value"][rows], nan=0.0)
         q = np.maximum(c["q"][rows], value)
+        pending = c["pending"][rows]
+        if self.virtual_loss and pending.any():  # work in flight below a node: a virtual loss
+            q = q - self.virtual_loss * pending / (1.0 + own_visits)
         return rows, q, value, own_visits, parent_visits, c["prior"][rows]
+
+    def pending_children(self, node_id: int) -> int:
+        row = self.row_of.get(node_id)
+        return 0 if row is None else int(self._g.cols["pending"][row])
 
     def total_visits(self) -> int:
         return 0 if self.root_row is None else int(self._g.cols["visits"][self.root_row])
