@@ -34,7 +34,9 @@ class _Worker:
         self.runner = runner_factory()
 
     def where(self) -> dict:
-        return {"host": socket.gethostname(), "pid": os.getpid(),
+        import ray
+
+        return {"host": socket.gethostname(), "pid": os.getpid(), "node": ray.get_runtime_context().get_node_id(),
                 "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES")}
 
     def measure(self, task: Task) -> dict:
@@ -95,6 +97,7 @@ class RayExecutor(Executor):
                 raise
             raise ExecutorError(f"could not start {workers} Ray workers with {resources_per_worker or {'CPU': 1}} "
                                 f"each ({type(exc).__name__}) — check `ray status` for free resources") from None
+        self.where = where  # host, pid and Ray node of each worker as started
         self._names = [f"ray worker {i} ({w['host']} pid {w['pid']})" for i, w in enumerate(where)]
 
     def _spawn(self, slot: int) -> None:
