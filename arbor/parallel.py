@@ -20,6 +20,7 @@ one poisonous candidate cannot kill a fleet one actor at a time.
 
 from __future__ import annotations
 
+import math
 import threading
 from dataclasses import dataclass, replace
 from functools import partial
@@ -30,6 +31,7 @@ from arbor.sandbox.runner import Runner, make_runner
 from .context import Context
 from .sandbox_setup import runner_options
 
+SPECULATE = True  # expand a new best while its confirmation runs (see Parallel.judged)
 HANG_GRACE_S = 120.0  # beyond the sandbox's limit before a silent worker counts as hung
 
 
@@ -119,6 +121,7 @@ class Parallel:
         self.ctx, self.executor = ctx, executor
         self.flights: dict[int, Flight] = {}
         self.confirming: dict[int, float] = {}  # node -> first measured speedup, while it is confirmed
+        self.speculate = SPECULATE
         self._stop = threading.Event()
         self._beat = threading.Thread(target=self._heartbeat, daemon=True, name="arbor-heartbeat")
         self._beat.start()
@@ -140,8 +143,12 @@ class Parallel:
         return replace(ev, best_speedup=max(others))
 
     def judged(self, node_id: int, j) -> None:  # type: ignore[no-untyped-def]
+        """A first measurement that is a new best may be built on while it is confirmed: waiting
+        for the confirmation would leave the tree's best branch idle for a whole measurement."""
         if j.final_state is None and j.diagnosis in ("confirm", "tiebreak") and j.stats.get("speedup"):
             self.confirming[node_id] = max(self.confirming.get(node_id, 0.0), float(j.stats["speedup"]))
+            if j.diagnosis == "confirm" and self.speculate:
+                self.ctx.index.set_provisional(self.ctx.store.get_node(node_id), math.log(float(j.stats["speedup"])))
         elif j.final_state is not None:
             self.confirming.pop(node_id, None)
 

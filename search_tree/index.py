@@ -84,6 +84,7 @@ class TreeIndex:
         self.campaign_id = campaign_id
         self.virtual_loss = virtual_loss
         self._pending_ids: set[int] = set()  # children counted in their parent's "pending"
+        self._provisional: dict[int, float] = {}  # row -> first measured value, while confirming
         self.prior_bound = prior_bound
         self._g = _Grow()
         self.row_of: dict[int, int] = {}
@@ -156,6 +157,9 @@ class TreeIndex:
     def _finish(self, row: int, n: NodeRecord) -> None:
         g = self._g.cols
         self._finished.add(n.id)
+        if self._provisional.pop(row, None) is not None and n.state != "accepted":
+            self.records.pop(n.id, None)
+            g["value"][row] = np.nan  # its subtree's q keeps what its children earn themselves
         if n.id in self._pending_ids:
             self._pending_ids.discard(n.id)
             g["pending"][g["parent"][row]] -= 1
@@ -221,7 +225,10 @@ class TreeIndex:
         """Rows that may be expanded, with the columns a policy scores."""
         n = self._g.n
         c = self._g.cols
-        mask = (c["state"][:n] == ACCEPTED) & c["expandable"][:n]
+        mask = c["state"][:n] == ACCEPTED
+        for row in self._provisional:  # parallel campaigns: wins still being confirmed
+            mask[row] = True
+        mask &= c["expandable"][:n]
         rows = np.nonzero(mask)[0]
         parent = c["parent"][rows]
         own_visits = c["visits"][rows]
@@ -232,6 +239,23 @@ class TreeIndex:
         if self.virtual_loss and pending.any():  # work in flight below a node: a virtual loss
             q = q - self.virtual_loss * pending / (1.0 + own_visits)
         return rows, q, value, own_visits, parent_visits, c["prior"][rows]
+
+    def set_provisional(self, node: NodeRecord, value: float) -> None:
+        """Let a node whose first measurement is a new best be expanded while its confirmation
+        runs (only campaigns with several workers do this: serially, nothing else could run in the
+        meantime). Its children are measured against the baseline like any other, so they stay
+        valid candidates if the confirmation fails; the node itself stops being expandable then."""
+        row = self.row_of.get(node.id)
+        if row is None or node.id in self._finished:
+            return
+        self._provisional[row] = value
+        self.records[node.id] = node
+        g = self._g.cols
+        g["value"][row] = value
+        r = row
+        while r >= 0 and g["q"][r] < value:
+            g["q"][r] = value
+            r = g["parent"][r]
 
     def pending_children(self, node_id: int) -> int:
         row = self.row_of.get(node_id)

@@ -146,3 +146,26 @@ def parse_again(path):
     from arbor.spec import parse_spec
 
     return parse_spec(json.loads(path.read_text()), "x", path.parent)
+
+
+def test_a_hung_worker_is_killed_at_its_limit_and_replaced(two_nodes):
+    from functools import partial
+
+    from arbor.sandbox.executors.ray_executor import RayExecutor
+    from arbor.sandbox.runner import make_runner
+
+    ex = RayExecutor(1, partial(make_runner, "local"), address=two_nodes.address, hang_after_s=2.0)
+    try:
+        pid = ex.where[0]["pid"]
+        t0 = time.monotonic()
+        ex.submit("hung", partial(parallel._canned, {"duration_s": 600.0}, 1.0))  # sleeps 10 minutes
+        done = []
+        while not done and time.monotonic() - t0 < 60:
+            done = ex.collect(timeout=5)
+        assert done and done[0].lost and "hung" in done[0].lost and time.monotonic() - t0 < 30
+        assert _pid_gone(pid)
+        ex.submit("next", partial(parallel._canned, {"status": "ok", "duration_s": 0.0}, 0.0))
+        (d,) = ex.collect(timeout=60)
+        assert d.result == {"status": "ok", "duration_s": 0.0}  # a fresh actor took the slot
+    finally:
+        ex.close()
