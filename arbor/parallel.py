@@ -21,6 +21,7 @@ one poisonous candidate cannot kill a fleet one actor at a time.
 from __future__ import annotations
 
 import math
+import os
 import threading
 from dataclasses import dataclass, replace
 from functools import partial
@@ -62,23 +63,52 @@ def measure_task(ctx: Context, source: str):
     return partial(_measure, ctx.target, source)
 
 
+def guarded_runner(kind: str, opts: dict, clocks: str, device: str, targets: tuple, gpu_backend: str) -> Runner:
+    """A worker's runner with its own clock guard: every job's fingerprint carries the facts of the
+    machine it ran on (the Critic's env gate compares them), and a GPU worker holds *its* GPU's
+    clocks. Module-level and built from plain values, so Ray can ship it to another node."""
+    from arbor.sandbox.clocks import ClockGuard, ClockTargets
+    from arbor.sandbox.gpu_control import open_backend
+
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES", "")
+    if device == "cuda" and visible and "," not in visible:  # a Ray actor's one GPU
+        device = f"cuda:{visible}"
+    runner = make_runner(kind, **opts)
+    try:
+        guard = ClockGuard(clocks, device, ClockTargets(*targets), backend_factory=partial(open_backend, gpu_backend))
+        guard.start()
+        runner.hooks.append(guard)
+    except BaseException:
+        runner.close()
+        raise
+    return runner
+
+
+def _guard_args(spec) -> tuple:  # type: ignore[no-untyped-def]
+    sb, t = spec.sandbox, spec.sandbox.clock_targets
+    device = str(getattr(spec.target, "device", "cpu") or "cpu")
+    return sb.clocks, device, (t.graphics_mhz, t.memory_mhz, t.tolerance_mhz, t.settle_s), sb.gpu_backend
+
+
 def _slot_runner_factory(spec):
     kind, opts = spec.sandbox.kind, runner_options(spec)
+    clocks, device, targets, backend = _guard_args(spec)
 
     def factory(slot) -> Runner:  # type: ignore[no-untyped-def]
         o = dict(opts)
+        dev = f"cuda:{slot.gpu}" if slot.gpu is not None else device
         if kind == "docker":
             if slot.gpu is not None:
-                o["device"] = f"cuda:{slot.gpu}"
+                o["device"] = dev
             elif slot.cores:
                 o["cpus"] = float(len(slot.cores))
-        return make_runner(kind, **o)
+        return guarded_runner(kind, o, clocks, dev, targets, backend)
 
     return factory
 
 
-def _remote_runner_factory(kind: str, opts: dict):
-    return partial(make_runner, kind, **opts)
+def _remote_runner_factory(spec):
+    return partial(guarded_runner, spec.sandbox.kind, runner_options(spec), *_guard_args(spec))
 
 
 def open_executor(ctx: Context) -> Executor | None:
@@ -91,7 +121,7 @@ def open_executor(ctx: Context) -> Executor | None:
     if cfg.kind == "ray":
         from arbor.sandbox.executors.ray_executor import RayExecutor
 
-        return RayExecutor(cfg.workers, _remote_runner_factory(ctx.spec.sandbox.kind, runner_options(ctx.spec)),
+        return RayExecutor(cfg.workers, _remote_runner_factory(ctx.spec),
                            address=cfg.address, resources_per_worker=cfg.resources_per_worker,
                            hang_after_s=ctx.spec.sandbox.timeout_s + HANG_GRACE_S)
     slots = plan_slots(cfg.workers, device, cfg.cores_per_worker)

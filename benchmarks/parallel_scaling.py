@@ -13,7 +13,8 @@ while the orchestrating process does all the selecting, proposing and judging fo
   was first truly within 95% of the landscape's optimum (censored runs: never, counted infinite).
 
     python -m benchmarks.parallel_scaling                      # 3 landscapes x 4 worker counts x 2 seeds
-    python -m benchmarks.parallel_scaling --workers 1 8 --seeds 0 --time-scale 0.05
+    python -m benchmarks.parallel_scaling --landscapes cpu_tiled_matmul --workers 1 8 --seeds 0 \
+        --time-scale 0.5 --out parallel_scaling_throughput      # measurements long enough for 8 workers
 
 Writes ``benchmarks/results/parallel_scaling.json``.
 """
@@ -109,6 +110,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--time-scale", type=float, default=0.1,
                     help="each replayed measurement sleeps its recorded duration times this")
     ap.add_argument("--max-evaluations", type=int, default=30)
+    ap.add_argument("--out", default="parallel_scaling", help="result name under benchmarks/results/")
     args = ap.parse_args(argv)
     started = time.monotonic()
     load = os.getloadavg()
@@ -137,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\nat {top} workers: evaluations/hour {fmt(goals[f'rate_x_at_{top}'], 2)}x serial (goal >= {GOAL_RATE}x: "
           f"{'met' if met_rate else 'NOT met'}); evaluations to 95% {fmt(goals[f'evals_x_at_{top}'], 2)}x serial "
           f"(goal <= {GOAL_EVALS}x: {'met' if met_evals else 'NOT met'}); load average at start {load[0]:.2f}")
-    path = write_result("parallel_scaling", {"args": vars(args), "load_avg_start": load, "load_avg_end": os.getloadavg(),
+    path = write_result(args.out, {"args": vars(args), "load_avg_start": load, "load_avg_end": os.getloadavg(),
                                              "summary": summary, "goals": goals, "rows": rows}, started)
     print(f"wrote {path}")
     return 0
