@@ -159,7 +159,7 @@ class TreeIndex:
         self._finished.add(n.id)
         if self._provisional.pop(row, None) is not None and n.state != "accepted":
             self.records.pop(n.id, None)
-            g["value"][row] = np.nan  # its subtree's q keeps what its children earn themselves
+            g["value"][row] = np.nan  # its q keeps only what its children earned themselves
         if n.id in self._pending_ids:
             self._pending_ids.discard(n.id)
             g["pending"][g["parent"][row]] -= 1
@@ -250,12 +250,9 @@ class TreeIndex:
             return
         self._provisional[row] = value
         self.records[node.id] = node
-        g = self._g.cols
-        g["value"][row] = value
-        r = row
-        while r >= 0 and g["q"][r] < value:
-            g["q"][r] = value
-            r = g["parent"][r]
+        # its own score only: ancestors' Q is a running max that could not be taken back if the
+        # confirmation fails
+        self._g.cols["value"][row] = value
 
     def pending_children(self, node_id: int) -> int:
         row = self.row_of.get(node_id)
