@@ -66,6 +66,28 @@ def test_two_ray_workers_on_this_machine_complete_a_campaign(tmp_path, local_ray
     assert ray.is_initialized()  # the cluster was the user's: Arbor leaves it running
 
 
+def test_a_ray_worker_measures_a_kernel_in_the_campaigns_sandbox(local_ray):
+    """The actor holds the campaign's runner (the local sandbox here) and its own clock guard:
+    a real candidate is measured there and the fingerprint is the worker's machine."""
+    from functools import partial
+
+    from arbor.sandbox.executors.ray_executor import RayExecutor
+    from arbor.spec import load_spec
+    from arbor.targets import make_adapter
+
+    spec = load_spec(REPO / "campaigns" / "quickstart.yaml")
+    spec.measurement = spec.measurement.model_copy(update={"time_budget_s": 0.2, "warmup_s": 0.05})
+    target = make_adapter(spec)
+    ex = RayExecutor(1, parallel._remote_runner_factory(spec))
+    try:
+        ex.submit("root", partial(parallel._measure, target, target.root_source()))
+        (d,) = ex.collect(timeout=300)
+    finally:
+        ex.close()
+    assert d.result["status"] == "ok", d.result.get("error_text")
+    assert d.result["candidate_samples"] and "cpu_model" in d.result["fingerprint"]
+
+
 @pytest.fixture(scope="module")
 def two_nodes(local_ray):
     from ray.cluster_utils import Cluster
