@@ -26,6 +26,11 @@ from .records import NodeRecord
 STATES = ("proposed", "queued", "running", "measured", "accepted", "rejected", "failed", "pruned")
 _CODE = {s: i for i, s in enumerate(STATES)}
 ACCEPTED = _CODE["accepted"]
+_FINAL = frozenset(("accepted", "rejected", "failed", "pruned"))
+# With several measurements in flight, each pending child lowers its parent's Q by this much,
+# spread over the parent's visits: the next free worker is filled from another node unless this
+# parent is clearly the best (a serial campaign never scores a node with pending children).
+VIRTUAL_LOSS = 0.1
 REFRESH_OVERLAP = timedelta(seconds=2)  # re-read a little before the cursor: writes share timestamps
 
 
@@ -49,6 +54,7 @@ class _Grow:
             "exact": np.zeros(self.cap, bool),
             "expandable": np.ones(self.cap, bool),
             "depth": np.zeros(self.cap, np.int32),
+            "pending": np.zeros(self.cap, np.int32),  # children proposed but not finished (in flight)
         }
 
     def append(self) -> int:
@@ -73,8 +79,12 @@ def _digest(sha: str) -> bytes:
 
 
 class TreeIndex:
-    def __init__(self, campaign_id: int, prior_bound: float = 1.0, recent: int = 256):
+    def __init__(self, campaign_id: int, prior_bound: float = 1.0, recent: int = 256,
+                 virtual_loss: float = VIRTUAL_LOSS):
         self.campaign_id = campaign_id
+        self.virtual_loss = virtual_loss
+        self._pending_ids: set[int] = set()  # children counted in their parent's "pending"
+        self._provisional: dict[int, float] = {}  # row -> first measured value, while confirming
         self.prior_bound = prior_bound
         self._g = _Grow()
         self.row_of: dict[int, int] = {}
@@ -125,6 +135,9 @@ class TreeIndex:
                 g["parent"][row] = prow
                 self.tried.setdefault(prow, set()).add(n.move_id or f"node-{n.id}")
                 g["exact"][prow] = False
+                if n.state not in _FINAL:
+                    g["pending"][prow] += 1
+                    self._pending_ids.add(n.id)
                 r = prow
                 while r >= 0:  # one more expansion below every ancestor
                     g["visits"][r] += 1
@@ -144,6 +157,12 @@ class TreeIndex:
     def _finish(self, row: int, n: NodeRecord) -> None:
         g = self._g.cols
         self._finished.add(n.id)
+        if self._provisional.pop(row, None) is not None and n.state != "accepted":
+            self.records.pop(n.id, None)
+            g["value"][row] = np.nan  # its q keeps only what its children earned themselves
+        if n.id in self._pending_ids:
+            self._pending_ids.discard(n.id)
+            g["pending"][g["parent"][row]] -= 1
         if n.parent_id is not None:
             self.recent_finished.append((n.state, n.diagnosis))
             self.since_last_win = 0 if n.state == "accepted" else self.since_last_win + 1
@@ -206,14 +225,38 @@ class TreeIndex:
         """Rows that may be expanded, with the columns a policy scores."""
         n = self._g.n
         c = self._g.cols
-        mask = (c["state"][:n] == ACCEPTED) & c["expandable"][:n]
+        mask = c["state"][:n] == ACCEPTED
+        for row in self._provisional:  # parallel campaigns: wins still being confirmed
+            mask[row] = True
+        mask &= c["expandable"][:n]
         rows = np.nonzero(mask)[0]
         parent = c["parent"][rows]
         own_visits = c["visits"][rows]
         parent_visits = np.where(parent >= 0, c["visits"][np.maximum(parent, 0)], own_visits)
         value = np.nan_to_num(c["value"][rows], nan=0.0)
         q = np.maximum(c["q"][rows], value)
+        pending = c["pending"][rows]
+        if self.virtual_loss and pending.any():  # work in flight below a node: a virtual loss
+            q = q - self.virtual_loss * pending / (1.0 + own_visits)
         return rows, q, value, own_visits, parent_visits, c["prior"][rows]
+
+    def set_provisional(self, node: NodeRecord, value: float) -> None:
+        """Let a node whose first measurement is a new best be expanded while its confirmation
+        runs (only campaigns with several workers do this: serially, nothing else could run in the
+        meantime). Its children are measured against the baseline like any other, so they stay
+        valid candidates if the confirmation fails; the node itself stops being expandable then."""
+        row = self.row_of.get(node.id)
+        if row is None or node.id in self._finished:
+            return
+        self._provisional[row] = value
+        self.records[node.id] = node
+        # its own score only: ancestors' Q is a running max that could not be taken back if the
+        # confirmation fails
+        self._g.cols["value"][row] = value
+
+    def pending_children(self, node_id: int) -> int:
+        row = self.row_of.get(node_id)
+        return 0 if row is None else int(self._g.cols["pending"][row])
 
     def total_visits(self) -> int:
         return 0 if self.root_row is None else int(self._g.cols["visits"][self.root_row])

@@ -43,6 +43,7 @@ class Context:
     index: TreeIndex | None = None  # incremental tree statistics (built on first use)
     llm: object | None = None  # LLMRuntime when any agent role uses an LLM (token/cost/failure stops)
     lease_lost: bool = False  # set by the heartbeat when another run took the campaign over
+    parallel: object | None = None  # arbor.parallel.Parallel when executor.workers > 1 (None: serial)
 
     def __post_init__(self) -> None:
         if self.index is None:

@@ -22,6 +22,7 @@ from .agent_setup import build_agents
 from .context import Context
 from .graph import run_loop
 from .run_guard import Heartbeat, new_owner
+from .parallel import close_parallel, open_parallel
 from .sandbox_setup import open_sandbox
 from .steps import best_node
 from .verify import read_final_verification
@@ -98,6 +99,7 @@ def run_campaign(spec: CampaignSpec, report: Callable[[str, dict], None], store:
         if requeued:
             report("requeued", {"nodes": requeued})
         ensure_root(ctx)
+        ctx.parallel = open_parallel(ctx)
         store.update_campaign(ctx.cid, status="running")
         store.append_event(ctx.cid, "run_started", {"owner": ctx.owner, "requeued": requeued}, agent="loop")
         steps_done = max((n.step for n in store.nodes(ctx.cid)), default=0) + 1
@@ -105,6 +107,7 @@ def run_campaign(spec: CampaignSpec, report: Callable[[str, dict], None], store:
             with Heartbeat(ctx, HEARTBEAT_S):
                 reason = run_loop(ctx, spec.runs_dir() / "checkpoints.sqlite", steps_done)
         except KeyboardInterrupt as stop:
+            close_parallel(ctx, wait=False)
             ctx.flush_elapsed()
             by = f"stopped by {stop.args[0]}" if stop.args else "interrupted by the user"  # SIGTERM/SIGHUP
             store.update_campaign(ctx.cid, status="interrupted", stop_reason=by)
@@ -124,6 +127,7 @@ def run_campaign(spec: CampaignSpec, report: Callable[[str, dict], None], store:
         return summarize(store, spec.name, write_best_to=spec.runs_dir())
     finally:
         if ctx is not None:
+            close_parallel(ctx)
             ctx.runner.close()  # idempotent; also covers a failure before the loop started
             # the store itself may have failed: a dead owner's lease is taken over anyway
             _best_effort(lambda: store.release_campaign(ctx.cid, ctx.owner))

@@ -44,19 +44,25 @@ def select(ctx: Context, state: LoopState) -> LoopState:
     if ctx.lease_lost:  # we stalled past the stale limit and another run took over: it writes now
         raise CampaignBusy("this run stalled and another `arbor run` took the campaign over — "
                            "stopping here; the other run carries on")
-    pending = [n.id for n in ctx.store.nodes(ctx.cid, states=PENDING)]
+    flying = ctx.parallel.in_flight() if ctx.parallel is not None else ()
+    pending = [n.id for n in ctx.store.nodes(ctx.cid, states=PENDING) if n.id not in flying]
     if pending:  # finish what a previous step (or a dead process) left half-way
         return {"parent_id": None, "node_ids": pending, "stop_reason": None}
     idx = ctx.index
     idx.refresh(ctx.store)
     elapsed = ctx.flush_elapsed()
-    reason = stop_reason(ctx.spec.budget, idx, ctx.evaluations(), elapsed) or llm_stop_reason(ctx.llm)
+    evals = ctx.evaluations() + (ctx.parallel.pending_evaluations() if flying else 0)
+    reason = stop_reason(ctx.spec.budget, idx, evals, elapsed) or llm_stop_reason(ctx.llm)
+    if (reason is not None or idx.root() is None) and flying:  # no new work: wait for what is in flight
+        return {"parent_id": None, "node_ids": [], "stop_reason": None}
     if reason is None:
         # the index (just refreshed) rules out almost every sha without a query; the store confirms
         is_known = lambda sha: idx.has_artifact(sha) and ctx.store.find_node(ctx.cid, sha) is not None  # noqa: E731
         sel = ctx.orchestrator.select(idx, ctx.source, is_known, state.get("step", 0))
         if sel is None:
             reason = "exhausted: no untried move left on any accepted node"
+            if flying:  # what is in flight may open new moves when it is accepted
+                return {"parent_id": None, "node_ids": [], "stop_reason": None}
         else:
             ctx.store.append_event(ctx.cid, "select", {"parent": sel.parent.id, "why": sel.score_note},
                                    agent=ctx.orchestrator.name)
@@ -113,6 +119,10 @@ def _next_purpose(ctx: Context, nid: int) -> str:
 
 
 def measure(ctx: Context, state: LoopState) -> LoopState:
+    if ctx.parallel is not None:  # several workers: submit, and wait only when none is free
+        from .parallel import measure as measure_parallel
+
+        return measure_parallel(ctx, state)
     for nid in state.get("node_ids", []):
         node = ctx.store.get_node(nid)
         if node.state != "queued":
@@ -202,7 +212,11 @@ def critique(ctx: Context, state: LoopState) -> LoopState:
             continue
         ctx.index.refresh(ctx.store)  # the best so far decides whether a win needs confirming
         ev, m = _evidence(ctx, node)
+        if ctx.parallel is not None:  # wins still being confirmed count as the best to beat
+            ev = ctx.parallel.evidence(node.id, ev)
         j = ctx.target.judge(ctx.critic, ev, m)
+        if ctx.parallel is not None:
+            ctx.parallel.judged(node.id, j)
         # An LLM Critic may add a root-cause narrative, never change the verdict; the parent's
         # source is read only by a critic that asks for it.
         j = ctx.critic.narrate(node, j, ctx.source(node.artifact_sha), lambda: _parent_source(ctx, node), m)

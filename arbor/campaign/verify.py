@@ -62,20 +62,40 @@ def _verify(ctx: Context, node: NodeRecord, wanted: int, ref: tuple[float | None
     out.speedups = [s for s in (measurement_speedup(m, *ref) for m in ms) if s is not None]
     tries = 0
     while len(out.speedups) < wanted and tries < wanted:
-        tries += 1
-        ctx.report("measuring", {"node": node, "attempt": len(ms) + 1, "purpose": "final"})
-        result = ctx.target.measure(ctx.runner, ctx.source(node.artifact_sha))
-        m = ctx.store.record_measurement(node.id, len(ms) + 1, "final", result, ctx.runner.name)
-        ms.append(m)
-        if measurement_speedup(m) is None:
-            out.failed = f"{m.error_class or 'no samples'}: {(m.error_text or '').strip()[-300:]}"
+        results = _final_results(ctx, node, len(ms) + 1, min(wanted - len(out.speedups), wanted - tries))
+        if not results:
+            out.failed = "worker_lost: the workers measuring it died twice"
             return out
-        s = measurement_speedup(m, *ref)
-        if s is not None:
-            out.speedups.append(s)
+        for result in results:
+            tries += 1
+            m = ctx.store.record_measurement(node.id, len(ms) + 1, "final", result, ctx.runner.name)
+            ms.append(m)
+            if measurement_speedup(m) is None:
+                out.failed = f"{m.error_class or 'no samples'}: {(m.error_text or '').strip()[-300:]}"
+                return out
+            s = measurement_speedup(m, *ref)
+            if s is not None:
+                out.speedups.append(s)
     if len(out.speedups) < wanted:
         out.failed = "env_drift: the reference kept running slower than at the baseline"
     return out
+
+
+def _final_results(ctx: Context, node: NodeRecord, attempt: int, missing: int) -> list[dict]:
+    """The next final measurement — or, with several workers, all ``missing`` ones at once, each on
+    its own worker (attempt numbers are reserved in order, so a resumed run never reuses one)."""
+    if ctx.parallel is not None and missing > 1:
+        from .parallel import verify_measure
+
+        jobs = [(node.id, attempt + i) for i in range(missing)]
+        got = verify_measure(ctx, jobs)
+        return [got[j] for j in jobs if j in got]
+    ctx.report("measuring", {"node": node, "attempt": attempt, "purpose": "final"})
+    if ctx.parallel is not None:
+        from .parallel import verify_measure
+
+        return list(verify_measure(ctx, [(node.id, attempt)]).values())
+    return [ctx.target.measure(ctx.runner, ctx.source(node.artifact_sha))]
 
 
 def _best_single(ctx: Context, node: NodeRecord, ref: tuple[float | None, float]) -> float:

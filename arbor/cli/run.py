@@ -14,6 +14,8 @@ def run(spec_path: Path = typer.Argument(..., help="campaign YAML"),
         max_evaluations: Optional[int] = typer.Option(None, help="override budget.max_evaluations"),
         max_wall_s: Optional[float] = typer.Option(None, help="override budget.max_wall_s"),
         store_url: Optional[str] = typer.Option(None, "--store", help="override the store URL"),
+        workers: Optional[int] = typer.Option(None, "--workers", min=1, help="override executor.workers: "
+                                              "measurements in flight at once, one device (GPU or cores) each"),
         quiet: bool = typer.Option(False, "--quiet", "-q", help="only the final summary"),
         json_log: Optional[Path] = typer.Option(None, "--json-log", help="also write every event as JSON lines to this file"),
         json_out: bool = JsonOpt) -> None:
@@ -39,6 +41,8 @@ def run(spec_path: Path = typer.Argument(..., help="campaign YAML"),
             spec.budget = spec.budget.model_copy(update=updates)
         if store_url:
             spec.store.url = store_url
+        if workers is not None:
+            spec.executor = spec.executor.model_copy(update={"workers": workers})
         from arbor.targets import make_adapter
 
         from .load_notice import load_notice

@@ -23,5 +23,8 @@ class ReplayTarget(TargetModel):
         default="recorded",
         description="recorded: the recorded campaign's skill moves; neighbours: one step along each "
                     "knob's values; any: set each knob to each of its values")
+    time_scale: float = Field(default=0.0, ge=0, le=10,
+                              description="sleep each replayed measurement's recorded duration times this "
+                                          "(0: instant); simulates measurement time for parallel benchmarks")
 
     summary: ClassVar[str] = "a recorded landscape"

@@ -9,6 +9,7 @@ name. Class-level attributes are what readers of a finished store need without a
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from functools import partial
 from typing import TYPE_CHECKING, ClassVar
 
 from arbor.agents.contracts import Critic, Judgement, Specialist
@@ -57,6 +58,12 @@ class TargetAdapter(ABC):
         """Run the measurement protocol; returns the dict stored as one measurement series.
         Never raises for a bad candidate: failures are data (status/error_class)."""
 
+    def worker_task(self, source: str):  # type: ignore[no-untyped-def]
+        """What a parallel worker runs for ``source``: a picklable ``task(runner) -> dict``.
+        By default the whole measurement; an adapter whose measurement needs this process's
+        state (a replay's draw order) does that part here and ships only the rest."""
+        return partial(_measure_on_worker, self, source)
+
     @abstractmethod
     def judge(self, critic: Critic, ev: Evidence, m: MeasurementRecord) -> Judgement:
         """Hand the stored measurement to the Critic's gates."""
@@ -90,3 +97,7 @@ class TargetAdapter(ABC):
         """A summary of the result beyond one speedup (e.g. Pareto fronts), or None: then the
         campaign reports the baseline time, the best time and their ratio."""
         return None
+
+
+def _measure_on_worker(target: "TargetAdapter", source: str, runner: "Runner") -> dict:
+    return target.measure(runner, source)

@@ -11,8 +11,9 @@ replayed campaign behaves like the live one it was recorded from, in seconds.
 from __future__ import annotations
 
 import re
+import time
 from collections import Counter
-from functools import cached_property
+from functools import cached_property, partial
 
 from arbor.agents.contracts import Judgement
 from arbor.agents.critic.gates import Evidence
@@ -106,6 +107,18 @@ class ReplayAdapter(TargetAdapter):
         return None if cfg is None else self.landscape.point(cfg)
 
     def measure(self, runner: Runner, source: str) -> dict:
+        result = self.replay_result(source)
+        simulate_duration(result, self.spec.target.time_scale)
+        return result
+
+    def worker_task(self, source: str):  # type: ignore[no-untyped-def]
+        """The draw order lives in this process: draw here, spend only the simulated duration
+        on the worker."""
+        return partial(_canned, self.replay_result(source), self.spec.target.time_scale)
+
+    def replay_result(self, source: str) -> dict:
+        """The next recorded measurement of ``source`` without its simulated duration: a remote
+        worker sleeps it instead, while this process keeps the per-artifact draw count."""
         point = self.lookup(source)
         if point is None:
             return _error("harness_error", "configuration is not a point of the landscape "
@@ -138,6 +151,16 @@ class ReplayAdapter(TargetAdapter):
         ls = self.landscape
         host = ls.recorded.get("machine", {}).get("host", "?")
         return f"replay of landscape {ls.name} ({len(ls.points)} points, recorded on {host})"
+
+
+def _canned(result: dict, time_scale: float, runner: Runner) -> dict:
+    simulate_duration(result, time_scale)
+    return result
+
+
+def simulate_duration(result: dict, time_scale: float) -> None:
+    if time_scale > 0 and result.get("duration_s"):
+        time.sleep(float(result["duration_s"]) * time_scale)
 
 
 def _error(error_class: str, text: str) -> dict:

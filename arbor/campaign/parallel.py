@@ -1,0 +1,267 @@
+"""Several measurements in flight: the campaign loop's side of ``executor.workers > 1``.
+
+The graph is the serial one (select → propose → guard → measure → critique → update); only
+``measure`` changes. It hands every queued node to a free worker and returns at once while a
+worker is free, so ``select``/``propose``/``guard`` fill the next slot; when every worker is busy
+(or nothing new can be proposed) it waits for the first measurement to end, records it, and passes
+the finished nodes on to ``critique``. This process stays the only writer: workers return data.
+
+What keeps parallel selection honest lives in the tree, not here: a node in flight already counts
+as a visit below its parent and its move as tried there (``TreeIndex.apply`` counts a node when it
+is proposed), and the index adds a virtual loss per pending descendant, so the next slot is filled
+from elsewhere unless this parent is clearly best; content-addressed artifacts make proposing the
+same candidate twice impossible.
+
+A worker that dies mid-measurement produced nothing: its node goes back to the queue through its
+lease (``running → queued``) and is measured by the next free worker — once. If the same node
+loses a worker a second time it is recorded as a failed measurement (``worker_lost``) instead, so
+one poisonous candidate cannot kill a fleet one actor at a time.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import threading
+from dataclasses import dataclass, replace
+from functools import partial
+
+from arbor.sandbox.executors import Done, Executor, LocalExecutor, plan_slots
+from arbor.sandbox.runner import Runner, make_runner
+
+from .context import Context
+from .sandbox_setup import runner_options
+
+SPECULATE = True  # expand a new best while its confirmation runs (see Parallel.judged)
+HANG_GRACE_S = 120.0  # beyond the sandbox's limit before a silent worker counts as hung
+
+
+@dataclass
+class Flight:
+    node_id: int
+    attempt: int
+    purpose: str
+    primary: bool  # counts against max_evaluations once measured
+
+
+def measure_task(ctx: Context, source: str):
+    """What a worker runs: the target adapter decides (a replay draws here, in this process)."""
+    return ctx.target.worker_task(source)
+
+
+def guarded_runner(kind: str, opts: dict, clocks: str, device: str, targets: tuple, gpu_backend: str) -> Runner:
+    """A worker's runner with its own clock guard: every job's fingerprint carries the facts of the
+    machine it ran on (the Critic's env gate compares them), and a GPU worker holds *its* GPU's
+    clocks. Module-level and built from plain values, so Ray can ship it to another node."""
+    from arbor.sandbox.clocks import ClockGuard, ClockTargets
+    from arbor.sandbox.gpu_control import open_backend
+
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES", "")
+    if device == "cuda" and visible and "," not in visible:  # a Ray actor's one GPU
+        device = f"cuda:{visible}"
+    runner = make_runner(kind, **opts)
+    try:
+        guard = ClockGuard(clocks, device, ClockTargets(*targets), backend_factory=partial(open_backend, gpu_backend))
+        guard.start()
+        runner.hooks.append(guard)
+    except BaseException:
+        runner.close()
+        raise
+    return runner
+
+
+def _guard_args(spec) -> tuple:  # type: ignore[no-untyped-def]
+    sb, t = spec.sandbox, spec.sandbox.clock_targets
+    device = str(getattr(spec.target, "device", "cpu") or "cpu")
+    return sb.clocks, device, (t.graphics_mhz, t.memory_mhz, t.tolerance_mhz, t.settle_s), sb.gpu_backend
+
+
+def _slot_runner_factory(spec):
+    kind, opts = spec.sandbox.kind, runner_options(spec)
+    clocks, device, targets, backend = _guard_args(spec)
+
+    def factory(slot) -> Runner:  # type: ignore[no-untyped-def]
+        o = dict(opts)
+        dev = f"cuda:{slot.gpu}" if slot.gpu is not None else device
+        if kind == "docker":
+            if slot.gpu is not None:
+                o["device"] = dev
+            elif slot.cores:
+                o["cpus"] = float(len(slot.cores))
+        return guarded_runner(kind, o, clocks, dev, targets, backend)
+
+    return factory
+
+
+def _remote_runner_factory(spec):
+    return partial(guarded_runner, spec.sandbox.kind, runner_options(spec), *_guard_args(spec))
+
+
+def open_executor(ctx: Context) -> Executor | None:
+    """The campaign's executor, or None for the serial loop (one local worker)."""
+    cfg = ctx.spec.executor
+    if not cfg.parallel:
+        return None
+    # a replayed measurement only sleeps its recorded time: no core of this machine to reserve
+    device = "none" if ctx.target.kind == "replay" else str(getattr(ctx.spec.target, "device", "cpu") or "cpu")
+    if cfg.kind == "ray":
+        from arbor.sandbox.executors.ray_executor import RayExecutor
+
+        return RayExecutor(cfg.workers, _remote_runner_factory(ctx.spec),
+                           address=cfg.address, resources_per_worker=cfg.resources_per_worker,
+                           hang_after_s=ctx.spec.sandbox.timeout_s + HANG_GRACE_S)
+    slots = plan_slots(cfg.workers, device, cfg.cores_per_worker)
+    return LocalExecutor(slots, _slot_runner_factory(ctx.spec))
+
+
+def open_parallel(ctx: Context) -> "Parallel | None":
+    executor = open_executor(ctx)
+    if executor is None:
+        return None
+    ctx.store.append_event(ctx.cid, "executor", {"kind": executor.kind, "workers": executor.workers,
+                                                 "describe": executor.describe()}, agent="loop")
+    ctx.report("sandbox_info", {"text": executor.describe()})
+    return Parallel(ctx, executor)
+
+
+def close_parallel(ctx: Context, wait: bool = True) -> None:
+    par, ctx.parallel = ctx.parallel, None
+    if par is not None:
+        par.close(wait=wait)
+
+
+class Parallel:
+    """The executor plus what this process knows about the measurements it has in flight."""
+
+    def __init__(self, ctx: Context, executor: Executor):
+        self.ctx, self.executor = ctx, executor
+        self.flights: dict[int, Flight] = {}
+        self.confirming: dict[int, float] = {}  # node -> first measured speedup, while it is confirmed
+        self.speculate = SPECULATE
+        self._stop = threading.Event()
+        self._beat = threading.Thread(target=self._heartbeat, daemon=True, name="arbor-heartbeat")
+        self._beat.start()
+
+    def _heartbeat(self) -> None:
+        while not self._stop.wait(self.ctx.heartbeat_s):
+            try:
+                self.ctx.store.heartbeat(self.ctx.owner)
+            except Exception:  # a missed beat only makes the leases look stale sooner
+                pass
+
+    def evidence(self, node_id: int, ev):  # type: ignore[no-untyped-def]
+        """With several workers, results arrive while earlier wins still await their confirmation;
+        a first measurement is a "new best" only if it also beats those, or every sibling that
+        finishes together asks for a confirmation the serial loop would never have spent."""
+        others = [v for k, v in self.confirming.items() if k != node_id]
+        if ev.purpose != "primary" or not others or max(others) <= ev.best_speedup:
+            return ev
+        return replace(ev, best_speedup=max(others))
+
+    def judged(self, node_id: int, j) -> None:  # type: ignore[no-untyped-def]
+        """A first measurement that is a new best may be built on while it is confirmed: waiting
+        for the confirmation would leave the tree's best branch idle for a whole measurement."""
+        if j.final_state is None and j.diagnosis in ("confirm", "tiebreak") and j.stats.get("speedup"):
+            self.confirming[node_id] = max(self.confirming.get(node_id, 0.0), float(j.stats["speedup"]))
+            if j.diagnosis == "confirm" and self.speculate:
+                self.ctx.index.set_provisional(self.ctx.store.get_node(node_id), math.log(float(j.stats["speedup"])))
+        elif j.final_state is not None:
+            self.confirming.pop(node_id, None)
+
+    def in_flight(self) -> set[int]:
+        return set(self.flights)
+
+    def pending_evaluations(self) -> int:
+        return sum(1 for f in self.flights.values() if f.primary)
+
+    def submit(self, node_id: int) -> None:
+        from .steps import _next_purpose
+
+        ctx = self.ctx
+        node = ctx.store.get_node(node_id)
+        attempt = len(ctx.store.measurements(node_id)) + 1
+        purpose = _next_purpose(ctx, node_id)
+        ctx.store.start_running(node_id, ctx.owner)
+        worker = self.executor.submit(node_id, measure_task(ctx, ctx.source(node.artifact_sha)))
+        self.flights[node_id] = Flight(node_id, attempt, purpose, attempt == 1 and node.parent_id is not None)
+        ctx.report("measuring", {"node": node, "attempt": attempt, "purpose": purpose, "worker": worker})
+
+    def record(self, done: Done) -> int | None:
+        """Store what a worker returned; returns the node id when it is ready for the Critic."""
+        ctx = self.ctx
+        f = self.flights.pop(done.key)
+        if done.exception is not None:
+            raise done.exception
+        if done.lost is not None:
+            return self._lost(f, done)
+        ctx.store.record_measurement(f.node_id, f.attempt, f.purpose, done.result, ctx.runner.name)
+        if f.primary:
+            ctx.count_evaluation()
+        return f.node_id
+
+    def _lost(self, f: Flight, done: Done) -> int | None:
+        ctx = self.ctx
+        before = [e for e in ctx.store.events(ctx.cid, limit=1_000_000, kinds=["worker_lost"])
+                  if e.node_id == f.node_id and (e.payload or {}).get("attempt") == f.attempt]
+        ctx.store.append_event(ctx.cid, "worker_lost", {"attempt": f.attempt, "worker": done.worker,
+                                                        "why": done.lost, "requeued": not before},
+                               node_id=f.node_id, agent="executor")
+        ctx.report("sandbox_warning", {"text": f"node {f.node_id}: {done.lost}"
+                                               + ("" if before else " — re-queued")})
+        if not before:  # back to the queue through its lease: the next free worker measures it
+            ctx.store.transition(f.node_id, "queued")
+            return None
+        result = {"status": "error", "error_class": "harness_error", "error_text":
+                  f"worker_lost twice while measuring this candidate: {done.lost}", "correctness": [],
+                  "baseline_samples": [], "candidate_samples": [], "fingerprint": {}, "duration_s": done.duration_s}
+        ctx.store.record_measurement(f.node_id, f.attempt, f.purpose, result, ctx.runner.name)
+        if f.primary:
+            ctx.count_evaluation()
+        return f.node_id
+
+    def close(self, wait: bool = True) -> None:
+        self._stop.set()
+        self._beat.join(timeout=5)
+        self.executor.close(wait=wait)
+
+
+def measure(ctx: Context, state: dict) -> dict:
+    """Submit every queued node of this step; wait only when no worker is free or nothing new was
+    submitted (so the loop never spins); return the nodes whose measurement just ended."""
+    par: Parallel = ctx.parallel
+    submitted = 0
+    for nid in state.get("node_ids", []):
+        if nid in par.flights or ctx.store.get_node(nid).state != "queued":
+            continue
+        if par.executor.free_slots() <= 0:
+            break  # stays queued: select hands it back once a worker frees up
+        par.submit(nid)
+        submitted += 1
+    # measured nodes a dead run left go on to the Critic; queued ones that found no free worker
+    # bring the graph back here (critique → measure), which then waits for a worker
+    ids = [nid for nid in state.get("node_ids", []) if nid not in par.flights]
+    if par.flights and (par.executor.free_slots() <= 0 or submitted == 0):
+        for done in par.executor.collect():
+            nid = par.record(done)
+            if nid is not None and nid not in ids:
+                ids.append(nid)
+    return {"node_ids": ids}
+
+
+def verify_measure(ctx: Context, jobs: list[tuple[int, int]]) -> dict[tuple[int, int], dict]:
+    """Final verification's measurements — (node id, attempt) pairs — on every worker at once."""
+    par: Parallel = ctx.parallel
+    tasks = []
+    for nid, attempt in jobs:
+        node = ctx.store.get_node(nid)
+        ctx.report("measuring", {"node": node, "attempt": attempt, "purpose": "final"})
+        tasks.append(((nid, attempt), measure_task(ctx, ctx.source(node.artifact_sha))))
+    out: dict[tuple[int, int], dict] = {}
+    for _ in range(2):  # a lost worker's task runs once more; lost twice, it is left out
+        for done in par.executor.map(tasks):
+            if done.exception is not None:
+                raise done.exception
+            if done.lost is None:
+                out[done.key] = done.result
+        tasks = [(k, t) for k, t in tasks if k not in out]
+    return out
