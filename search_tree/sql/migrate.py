@@ -29,19 +29,25 @@ def head_revision() -> str:
     return ScriptDirectory.from_config(_config()).get_current_head()
 
 
-def upgrade(engine: Engine) -> None:
-    from .store import StoreError
+def check_readable(engine: Engine) -> str | None:
+    """The store's schema revision, refused when a newer Arbor wrote it: neither a reader nor
+    the migration may guess at tables it does not know."""
+    from ..store import StoreError
 
-    head = head_revision()
     with engine.connect() as conn:
         current = MigrationContext.configure(conn).get_current_revision()
-    if current == head:
-        return
     known = {r.revision for r in ScriptDirectory.from_config(_config()).walk_revisions()}
     if current is not None and current not in known:  # never "upgrade" what we cannot read
         raise StoreError(f"this store was written by a newer Arbor (schema revision {current}; this "
-                         f"Arbor knows up to {head}) — upgrade Arbor (pip install -U arbor-opt); "
+                         f"Arbor knows up to {head_revision()}) — upgrade Arbor (pip install -U arbor-opt); "
                          "the store was left untouched")
+    return current
+
+
+def upgrade(engine: Engine) -> None:
+    head = head_revision()
+    if check_readable(engine) == head:
+        return
     for attempt in range(_RACE_RETRIES):
         try:
             with engine.begin() as conn:

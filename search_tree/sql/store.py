@@ -49,6 +49,8 @@ class SqlStore(CampaignLeaseMixin, Store):
             self.engine = make_engine(url, read_only)
             if not read_only:  # observers never migrate, create or write (see open_store)
                 migrate.upgrade(self.engine)
+            else:
+                migrate.check_readable(self.engine)
         except StoreError:
             raise
         except Exception as exc:  # bad URL, missing driver, corrupt file, newer schema: one line
