@@ -233,7 +233,8 @@ def query(sql: str = typer.Argument(..., help="one read-only SELECT statement"),
 
 # Command groups that live in their own modules register themselves on ``app`` when imported.
 # A module that is not there yet is skipped; an import error *inside* one is a bug and surfaces.
-OPTIONAL_COMMAND_MODULES = ("arbor.cli_dashboard", "arbor.cli_doctor", "arbor.cli_skills", "arbor.cli_record")
+OPTIONAL_COMMAND_MODULES = ("arbor.cli_dashboard", "arbor.cli_doctor", "arbor.cli_skills", "arbor.cli_record",
+                            "arbor.cli_suite")
 
 
 def _register_optional_commands() -> None:
