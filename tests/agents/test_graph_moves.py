@@ -164,3 +164,34 @@ def test_not_applicable_when_nothing_matches():
 def test_bad_params_are_rejected():
     with pytest.raises(ValueError):
         apply_move(to_modelnew(GEMM_CHAIN), "graph_rewrite", {"passes": ["nope"]})
+
+
+SPLIT_GELU = '''
+import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def forward(self, x, gate):
+        inner = 0.7978845608 * (x + 0.044715 * x * x * x)
+        g = 0.5 * x * (1.0 + torch.tanh(inner))
+        return g * (gate * torch.sigmoid(gate))
+
+def get_inputs():
+    return [torch.randn(64, 32), torch.randn(64, 32)]
+
+def get_init_inputs():
+    return []
+'''
+
+
+def test_hand_written_activations_are_recognised_by_value_in_any_spelling():
+    out = apply_move(to_modelnew(SPLIT_GELU), "graph_rewrite", {"passes": ["activations"]})
+    assert out is not None
+    assert "gelu(x, approximate='tanh')" in out and "silu(gate)" in out and "tanh" not in out.split("gelu")[1]
+    _same_values(SPLIT_GELU, out)
+
+
+def test_a_near_miss_is_not_taken_for_an_activation():
+    erf_like = SPLIT_GELU.replace("0.044715", "0.05")  # not a GELU any more
+    out = apply_move(to_modelnew(erf_like), "graph_rewrite", {"passes": ["activations"]})
+    assert out is None or "gelu" not in out

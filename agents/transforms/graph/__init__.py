@@ -4,13 +4,14 @@
 ``size1`` (reductions/softmaxes/pools over size-1 dims), ``transposes`` (cancelling pairs),
 ``diag`` (diag(v) @ B as a broadcast), ``affine`` (scalar/per-channel epilogues folded into
 Linear/Conv weights), ``linear_reduction`` (sum/mean over a Linear's outputs as a GEMV),
-``scale_operand`` (a scalar multiply of a matmul's result applied to its smaller operand).
+``scale_operand`` (a scalar multiply of a matmul's result applied to its smaller operand),
+``activations`` (hand-written activations recognised by value and replaced by the fused op).
 """
 
 from __future__ import annotations
 
 from ..base import register
-from . import algebra, folding
+from . import activations, algebra, folding
 from .emit import rewrite_source
 
 PASSES = {
@@ -20,6 +21,7 @@ PASSES = {
     "affine": folding.fold_affine,
     "linear_reduction": folding.fold_linear_reduction,
     "scale_operand": folding.scale_smaller_operand,
+    "activations": activations.fuse_activations,
 }
 MAX_ROUNDS = 6
 

@@ -70,7 +70,12 @@ def forward_code(rw: Rewrite) -> tuple[ast.FunctionDef, dict[str, str]] | None:
             return None  # a constant captured during tracing has no source to be rebuilt from
     text = graph.python_code(root_module="self").src.replace("torch._C._nn.", "torch.nn.functional.")
     fn = ast.parse(text.strip()).body[0]
-    if not isinstance(fn, ast.FunctionDef) or _free_names(fn) - _ALLOWED_FREE:
+    if not isinstance(fn, ast.FunctionDef):
+        return None
+    fn.returns = None  # FX mangles annotations into globals; the original ones are restored later
+    for a in [*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs]:
+        a.annotation = None
+    if _free_names(fn) - _ALLOWED_FREE:
         return None
     _strip_frees(fn)
     buffers = {k: v for k, v in rw.buffers.items() if k in used}
@@ -94,6 +99,9 @@ def render_source(traced: Traced, fn: ast.FunctionDef, buffers: dict[str, str]) 
         raise ValueError("ModelNew has no forward")
     fn.decorator_list = old.decorator_list
     fn.returns = old.returns
+    hints = {a.arg: a.annotation for a in [*old.args.posonlyargs, *old.args.args, *old.args.kwonlyargs]}
+    for a in [*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs]:
+        a.annotation = hints.get(a.arg)
     cls.body[cls.body.index(old)] = fn
     init = next((n for n in cls.body if isinstance(n, ast.FunctionDef) and n.name == "__init__"), None)
     if buffers:
