@@ -91,7 +91,8 @@ def run_one(entry: Entry, opts: SuiteOptions, calib: dict, say: Callable[[str], 
     best_source = Path(summ.best_path).read_text() if summ.best_path and summ.verified else None
     cmp = compare(spec, best_source)
     row.update({k: cmp.get(k) for k in ("eager", "compile", "best", "eager_ms")}, compare_errors=cmp["errors"])
-    say(f"{entry.key}: scale {scale}, best {row['best'] or 0:.2f}x vs eager, compile {row['compile'] or 0:.2f}x "
+    best = f"best {row['best'] or 0:.2f}x vs eager" if row["verified"] else "no verified improvement"
+    say(f"{entry.key}: scale {scale}, {best}, compile {row['compile'] or 0:.2f}x "
         f"({summ.stop_reason}; {row['campaign_s']:.0f} s)")
     return row
 
@@ -109,9 +110,14 @@ def run_suite(opts: SuiteOptions, say: Callable[[str], None] = print) -> dict:
             continue
         try:
             row = run_one(entry, opts, calib, say)
-        except CalibrationError as exc:
-            row = {"key": entry.key, "file": str(entry.path), "level": entry.level, "error": str(exc)}
-            say(f"{entry.key}: {exc}")
+        except KeyboardInterrupt:
+            raise
+        except Exception as exc:  # noqa: BLE001 - one problem's failure must not end the suite
+            text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            if not isinstance(exc, CalibrationError):
+                text = f"{type(exc).__name__}: {text}"
+            row = {"key": entry.key, "file": str(entry.path), "level": entry.level, "error": text}
+            say(f"{entry.key}: failed: {text}")
         rows.append(row)
         done[entry.key] = row
         _write(results_path, {"rows": list(done.values())})
