@@ -15,6 +15,7 @@ from arbor.search_tree.store import Store, open_store
 
 from .agent_setup import build_agents
 from .context import Context
+from .profiling import restore_profile
 from .loop import run_loop
 from .sandbox_setup import open_sandbox
 from .spec import CampaignSpec
@@ -60,6 +61,7 @@ def build_context(spec: CampaignSpec, store: Store, report: Callable[[str, dict]
                   report=report, llm=agents.llm)
     for ev in store.events(campaign.id, limit=1_000_000, kinds=["baseline"]):
         ctx.noise_floor = float(ev.payload.get("noise_floor", 0.0))
+    restore_profile(ctx)
     return ctx
 
 

@@ -66,6 +66,8 @@ class LLMKernelSpecialist(LLMSpecialistBase):
             out.append(Section(f"Parent node #{parent.id} ({speed}): its ModelNew source",
                                self.runtime.source(parent.artifact_sha), 2))
             out.append(Section("Parent hypothesis", parent.hypothesis, 3))
+            if getattr(self, "profile_text", None):  # where the time goes (baseline or latest best)
+                out.append(Section("Bottleneck profile", self.profile_text, 2))
         return out + self.closing_sections(parent, d, nodes)
 
     def propose(self, parent: NodeRecord, options: list, k: int = 1) -> list[LLMProposal]:

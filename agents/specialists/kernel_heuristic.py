@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from arbor.agents.priors import ALTERNATIVE_TO_WIN, OutcomeIndex, alternative_to_win
+from arbor.agents.profile_aim import aim_factor
 from arbor.agents.skills import MoveSpec
 from arbor.agents.transforms import apply_move
 from arbor.search_tree.records import NodeRecord
@@ -43,6 +44,11 @@ class HeuristicKernelSpecialist:
         self.by_id = {m.id: m for m in self.moves}
         self.seed = seed
         self._cache: dict[tuple[str, str], str | None] = {}
+        self.profile: dict | None = None  # latest bottleneck profile (baseline or best), set by the loop
+
+    def set_profile(self, profile: dict | None) -> None:
+        """Aim at the profiled bottleneck: moves that cannot touch the dominant ops rank low."""
+        self.profile = profile
 
     def _apply(self, parent_sha: str, parent_source: str, move: MoveSpec) -> str | None:
         key = (parent_sha, move.id)
@@ -60,7 +66,7 @@ class HeuristicKernelSpecialist:
         prior = outcomes.adjust(move.id, move.family, move.prior, parent.id)
         if prior > 0 and alternative_to_win(move, parent, self.by_id):
             prior *= ALTERNATIVE_TO_WIN
-        return prior
+        return prior * aim_factor(move, self.profile)
 
     def options(self, parent: NodeRecord, parent_source: str, tried: set[str],
                 is_known: Callable[[str], bool], outcomes: OutcomeIndex) -> list[Option]:
