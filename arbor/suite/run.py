@@ -3,8 +3,8 @@
 Everything lands in the output folder: ``calibration.json`` (scale per problem), one campaign YAML
 per problem under ``campaigns/`` (open them with ``arbor show``/``arbor tree``), one shared store
 ``suite.db``, ``suite_results.json`` (a row per finished problem, written after each one) and the
-report page. Re-running the same command skips finished problems (except those whose baseline was too noisy to
-measure) and resumes an interrupted campaign where it stopped.
+report page. Re-running the same command skips finished problems (except those whose baseline
+was too noisy to measure) and resumes an interrupted campaign where it stopped.
 """
 
 from __future__ import annotations

@@ -9,8 +9,6 @@ tanh and erf GELUs (they differ by ~1e-3).
 
 from __future__ import annotations
 
-import operator
-
 import torch
 import torch.nn.functional as F
 
@@ -123,4 +121,3 @@ def fuse_activations(rw: Rewrite) -> int:
     return count
 
 
-__all__ = ["fuse_activations", "operator"]

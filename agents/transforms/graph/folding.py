@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from .nodes import Rewrite, arg, dims_of, is_number, module_of, op_name, param_path, shape
+from .nodes import Rewrite, arg, dims_of, is_number, module_of, op_name, shape
 
 _CONV_FN = {torch.nn.Conv1d: F.conv1d, torch.nn.Conv2d: F.conv2d, torch.nn.Conv3d: F.conv3d}
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import operator
 import re
 from dataclasses import dataclass, field
 
@@ -39,10 +38,6 @@ def dims_of(dim, ndim: int) -> tuple[int, ...] | None:  # type: ignore[no-untype
     return tuple(sorted({d % ndim for d in items}))
 
 
-def only_users(node) -> list:  # type: ignore[no-untyped-def]
-    return list(node.users)
-
-
 def module_of(gm, node):  # type: ignore[no-untyped-def]
     if node.op != "call_module":
         return None
@@ -68,9 +63,6 @@ def param_path(gm, node) -> str | None:  # type: ignore[no-untyped-def]
     if not isinstance(value, torch.Tensor) or not value.is_floating_point():
         return None
     return f"self.{node.target}"
-
-
-MATMUL_OPS = {operator.matmul}
 
 
 @dataclass
