@@ -149,8 +149,11 @@ def test_per_channel_bias_and_scale_fold_into_the_conv():
     _same_values(CONV_BIAS, out)
 
 
-@pytest.mark.parametrize("source", [SIZE_DEPENDENT, CONTROL_FLOW])
-def test_refused_when_the_graph_bakes_a_size_or_cannot_be_traced(source):
+EXTENSION = GEMM_CHAIN.replace("import torch.nn as nn", "import torch.nn as nn\nfrom torch.utils.cpp_extension import load_inline\nmod = load_inline(name='x', cpp_sources='')")
+
+
+@pytest.mark.parametrize("source", [SIZE_DEPENDENT, CONTROL_FLOW, EXTENSION])
+def test_refused_when_the_graph_bakes_a_size_cannot_be_traced_or_would_run_code(source):
     assert apply_move(to_modelnew(source), "graph_rewrite", ALL) is None
 
 

@@ -34,12 +34,43 @@ class Traced:
 _CACHE: dict[str, Traced | None] = {}
 
 
+_SAFE_IMPORTS = {"torch", "math", "numpy", "typing", "functools", "collections", "itertools", "operator",
+                 "dataclasses", "__future__", "numbers"}
+_SAFE_CALLS = {"int", "float", "tuple", "list", "dict", "range", "len", "max", "min", "round", "abs", "pow"}
+
+
+def _call_name(node: ast.AST) -> str:
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        parts.append(node.id)
+    return ".".join(reversed(parts))
+
+
 def _plain_module(tree: ast.Module) -> bool:
+    """Only definitions, safe imports and assignments of plain values run in the agent's process:
+    an extension build (``load_inline``), a download or a subprocess at import time never does."""
     for node in tree.body:
         if not isinstance(node, _ALLOWED_TOP):
             return False
         if isinstance(node, ast.Expr) and not isinstance(node.value, ast.Constant):
             return False  # a bare call at import time (printing, seeding, downloads) is not run here
+        if isinstance(node, ast.Import) and any(a.name.split(".")[0] not in _SAFE_IMPORTS for a in node.names):
+            return False
+        if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] not in _SAFE_IMPORTS:
+            return False
+        if isinstance(node, (ast.Assign, ast.AnnAssign)):
+            for call in (n for n in ast.walk(node) if isinstance(n, ast.Call)):
+                name = _call_name(call.func)
+                if name not in _SAFE_CALLS and not (name.startswith("torch.") and "load" not in name
+                                                    and "extension" not in name and "compile" not in name):
+                    return False
+        if isinstance(node, ast.ClassDef):
+            for dec in node.decorator_list:
+                if not isinstance(dec, (ast.Name, ast.Attribute)):
+                    return False
     return True
 
 
