@@ -198,3 +198,17 @@ def test_a_near_miss_is_not_taken_for_an_activation():
     erf_like = SPLIT_GELU.replace("0.044715", "0.05")  # not a GELU any more
     out = apply_move(to_modelnew(erf_like), "graph_rewrite", {"passes": ["activations"]})
     assert out is None or "gelu" not in out
+
+
+def test_the_tail_after_the_last_gemm_is_compiled_alone():
+    src = to_modelnew(GEMM_CHAIN)
+    out = apply_move(src, "compile_epilogue", {})
+    assert out is not None
+    assert "self._epilogue_compiled = torch.compile(self._epilogue" in out
+    forward = out[out.index("def forward"):out.index("def _epilogue")]
+    assert "self.linear(x)" in forward and "logsumexp" not in forward
+    no_tail = GEMM_CHAIN.replace('''        x = x / 2 + r * self.scale - 0.25
+        x = torch.sum(x, dim=1, keepdim=True)
+        x = torch.max(x, dim=1, keepdim=True)[0]
+        return torch.logsumexp(x, dim=1, keepdim=True)''', "        return x")
+    assert apply_move(to_modelnew(no_tail), "compile_epilogue", {}) is None

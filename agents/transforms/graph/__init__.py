@@ -11,7 +11,7 @@ Linear/Conv weights), ``linear_reduction`` (sum/mean over a Linear's outputs as 
 from __future__ import annotations
 
 from ..base import register
-from . import activations, algebra, folding
+from . import activations, algebra, epilogue, folding  # noqa: F401  (epilogue registers a transform)
 from .emit import rewrite_source
 
 PASSES = {
