@@ -50,6 +50,7 @@ def _function(graph: torch.fx.Graph, name: str) -> ast.FunctionDef | None:
 def split(traced: Traced) -> tuple[ast.FunctionDef, ast.FunctionDef] | None:
     """(forward up to the last heavy op, epilogue of the rest) or None when there is no such tail."""
     gm = copy.deepcopy(traced.gm)
+    gm.graph.eliminate_dead_code()
     nodes = list(gm.graph.nodes)
     heavy = [n for n in nodes if _heavy(gm, n)]
     if not heavy:
