@@ -43,7 +43,8 @@ def compare(spec: CampaignSpec, best_source: str | None) -> dict:
     for name, m in zip(names, results):
         out[name] = _ratio(m)
         if not m.ok:
-            out["errors"][name] = f"{m.error_class}: {(m.error_text or '').splitlines()[0][:200] if m.error_text else ''}"
+            first = (m.error_text or "").splitlines()[:1]
+            out["errors"][name] = f"{m.error_class}: {first[0][:200] if first else ''}"
         if name == "eager" and m.baseline_samples:
             out["eager_ms"] = statistics.median(m.baseline_samples) * 1e3
     return out

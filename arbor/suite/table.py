@@ -46,7 +46,8 @@ def _f(x, digits: int = 2) -> str:  # type: ignore[no-untyped-def]
 
 
 def markdown(rows: list[dict], summ: dict) -> str:
-    lines = ["| problem | level | scale | eager ms | verified win | vs eager | compile vs eager | vs compile | vs best-of |",
+    lines = ["| problem | level | scale | eager ms | verified win | vs eager | compile vs eager | vs compile "
+             "| vs best-of |",
              "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         if "error" in r:
@@ -58,7 +59,8 @@ def markdown(rows: list[dict], summ: dict) -> str:
                      f"{_f(m['speedup_compile'])} | {_f(m['speedup_best_of'])} |")
     fast = ", ".join(f"fast_{p:g} {summ[f'fast_{p:g}']:.0%}" for p in FAST_P)
     lines += ["", f"geomean vs eager {_f(summ['geomean_vs_eager'])}x, vs compile {_f(summ['geomean_vs_compile'])}x, "
-                  f"vs best-of(eager, compile) {_f(summ['geomean_vs_best_of'])}x; verified wins {summ['verified_fraction']:.0%}; "
+                  f"vs best-of(eager, compile) {_f(summ['geomean_vs_best_of'])}x; "
+                  f"verified wins {summ['verified_fraction']:.0%}; "
                   f"slower than eager: {summ['slower_than_eager']}; {fast}"]
     for r in rows:
         if "error" in r:

@@ -20,7 +20,8 @@ _ADAPTIVE_POOLS = {"adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_p
                    "adaptive_max_pool1d", "adaptive_max_pool2d", "adaptive_max_pool3d"}
 
 
-def _replace_reduction(rw: Rewrite, node, src, dims: tuple[int, ...], keepdim: bool) -> None:  # type: ignore[no-untyped-def]
+def _replace_reduction(rw: Rewrite, node, src, dims: tuple[int, ...],  # type: ignore[no-untyped-def]
+                       keepdim: bool) -> None:
     with rw.graph.inserting_after(node):
         new = src if keepdim else rw.graph.call_method("squeeze", (src, dims if len(dims) > 1 else dims[0]))
     node.replace_all_uses_with(new)
