@@ -31,7 +31,10 @@ class KernelAdapter(TargetAdapter):
         return to_modelnew(self.problem.source)
 
     def moves(self, skills: list[SkillSpec]) -> list[MoveSpec]:
-        return kernel_moves(skills, self.spec.target.device)
+        moves = kernel_moves(skills, self.spec.target.device)
+        if self.spec.target.num_threads:  # the campaign pins the threads: changing them is refused
+            moves = [m for m in moves if m.transform != "set_threads"]
+        return moves
 
     def request(self, candidate_source: str) -> KernelRequest:
         t, m, sb, c = self.spec.target, self.spec.measurement, self.spec.sandbox, self.spec.critic
