@@ -59,7 +59,7 @@ def campaign_dict(entry: Entry, scale: float, opts: SuiteOptions) -> dict:
         "target": {"kind": "kernel", "problem": str(entry.path), "size_scale": scale, "device": "cpu",
                    "num_threads": 1},
         "budget": {"max_evaluations": opts.budget, "max_failures_in_row": opts.budget,
-                   "max_wall_s": opts.max_wall_s or 60.0 + 45.0 * opts.budget},
+                   "max_wall_s": opts.max_wall_s or 60.0 + 75.0 * opts.budget},
         "agents": {"backend": "heuristic", "seed": opts.seed, "policy": "puct"},
         "measurement": {"seeds": [0, 1, 2], "warmup_s": 0.2, "time_budget_s": 1.0, "min_repeats": 10},
         "critic": {"max_cv": opts.max_cv, "min_speedup": 1.02},
