@@ -17,7 +17,8 @@ import sys
 import time
 from pathlib import Path
 
-MIN_SCALE, MAX_SCALE = 1e-3, 8.0
+MIN_SCALE, MAX_SCALE = 1e-3, 4.0
+MAX_STEP = 3.0  # never probe more than 3x the largest scale timed so far (memory grows ~s^3)
 MAX_PROBES = 4
 
 
@@ -81,6 +82,7 @@ def search(path: str, target_ms: float, start: float = 0.125) -> dict:
         k = math.log(max(tb, 1e-3) / max(ta, 1e-3)) / math.log(sb / sa)
         k = min(4.0, max(0.5, k))
         nxt = min(MAX_SCALE, max(MIN_SCALE, sa * (target_ms / max(ta, 1e-3)) ** (1 / k)))
+        nxt = min(nxt, MAX_STEP * max(p[0] for p in probes))
         if any(abs(math.log(nxt / p[0])) < 1e-3 for p in probes):
             break
         probe(nxt)
