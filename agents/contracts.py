@@ -111,6 +111,10 @@ class Specialist(ABC):
     def propose(self, parent: NodeRecord, options: list[Choice], k: int = 1) -> list[Proposal]:
         """Up to ``k`` candidates from ``options`` (a ``Selection``'s). May return none."""
 
+    def set_profile(self, profile: dict) -> None:
+        """The latest bottleneck profile (baseline or new best): where the time goes. Advice a
+        specialist may aim with (heuristic ranking, LLM prompt); ignoring it is allowed."""
+
 
 class Orchestrator(ABC):
     """Picks the node to expand next and hands it, with its options, to the Specialist.
@@ -124,6 +128,10 @@ class Orchestrator(ABC):
     def select(self, index: TreeIndex, source_of: Callable[[str], str], is_known: Callable[[str], bool],
                step: int) -> Selection | None:
         """The next node to expand, or None when nothing is left to expand."""
+
+    def priors_may_rise(self, factor: float) -> None:
+        """Something outside the tree's outcomes (a new bottleneck profile) may have raised
+        priors by up to ``factor``: an orchestrator that bounds priors must widen its bounds."""
 
 
 class Critic(ABC):

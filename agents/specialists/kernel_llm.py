@@ -18,6 +18,7 @@ from arbor.agents.contracts import Directive, Proposal
 from arbor.agents.llm import roles
 from arbor.agents.llm.prompts import Section
 from arbor.agents.llm.schemas import KernelProposals
+from arbor.sandbox.profiling import format_profile
 from arbor.search_tree.records import NodeRecord
 from arbor.search_tree.store import artifact_sha
 
@@ -49,6 +50,10 @@ class LLMKernelSpecialist(LLMSpecialistBase):
     name = "kernel-llm"
     role_text = roles.KERNEL
     domain = "kernel"
+    profile_text: str = ""  # the latest bottleneck profile, formatted for the prompt
+
+    def set_profile(self, profile: dict) -> None:
+        self.profile_text = format_profile(profile)
 
     def __init__(self, client, runtime, skills, target: str, *, problem_source: str, device: str = "cpu",
                  tolerance: str = "", **kw):
@@ -67,6 +72,8 @@ class LLMKernelSpecialist(LLMSpecialistBase):
             out.append(Section(f"Parent node #{parent.id} ({speed}): its ModelNew source",
                                self.runtime.source(parent.artifact_sha), 2))
             out.append(Section("Parent hypothesis", parent.hypothesis, 3))
+            if self.profile_text:  # where the time goes (baseline or latest best)
+                out.append(Section("Bottleneck profile", self.profile_text, 2))
         return out + self.closing_sections(parent, d, nodes)
 
     def propose(self, parent: NodeRecord, options: list, k: int = 1) -> list[Proposal]:

@@ -70,10 +70,48 @@ def _is_number(value: object) -> bool:
     return isinstance(value, (int, float, complex)) and not isinstance(value, bool)
 
 
+# Literals match by value, not by spelling: reference code writes sqrt(2/pi) as 0.7978845608,
+# 0.7978845608028654 or math.sqrt(2.0 / math.pi). A relative 1e-6 is far below what any of these
+# moves' tolerances notice, and far above the rounding of a literal shortened to 10 digits.
+REL_TOL = 1e-6
+
+
 def _const_equal(a: object, b: object) -> bool:
     if _is_number(a) and _is_number(b):
-        return a == b  # 1 == 1.0: templates need not guess how the author spelled a constant
+        if a == b:  # 1 == 1.0: templates need not guess how the author spelled a constant
+            return True
+        return abs(a - b) <= REL_TOL * max(abs(a), abs(b))  # type: ignore[operator]
     return type(a) is type(b) and a == b
+
+
+_MATH_CONSTS = {"math.pi", "math.e", "math.tau", "torch.pi", "np.pi", "numpy.pi"}
+_MATH_FUNCS = {"math.sqrt", "math.exp", "math.log", "math.tanh", "np.sqrt", "numpy.sqrt"}
+_ARITH = {ast.Add: lambda x, y: x + y, ast.Sub: lambda x, y: x - y, ast.Mult: lambda x, y: x * y,
+          ast.Div: lambda x, y: x / y, ast.Pow: lambda x, y: x ** y}
+
+
+def numeric_value(node: object) -> float | None:
+    """The value of a constant expression (literals, math.pi, math.sqrt(...), + - * / **), else None."""
+    import math
+
+    try:
+        if isinstance(node, ast.Constant) and _is_number(node.value) and not isinstance(node.value, complex):
+            return float(node.value)
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+            v = numeric_value(node.operand)
+            return None if v is None else (-v if isinstance(node.op, ast.USub) else v)
+        if isinstance(node, ast.BinOp) and type(node.op) in _ARITH:
+            a, b = numeric_value(node.left), numeric_value(node.right)
+            return None if a is None or b is None else float(_ARITH[type(node.op)](a, b))
+        if isinstance(node, ast.Attribute) and dotted(node) in _MATH_CONSTS:
+            return {"pi": math.pi, "e": math.e, "tau": math.tau}[node.attr]
+        if (isinstance(node, ast.Call) and dotted(node.func) in _MATH_FUNCS and len(node.args) == 1
+                and not node.keywords):
+            v = numeric_value(node.args[0])
+            return None if v is None else float(getattr(math, node.func.attr)(v))  # type: ignore[attr-defined]
+    except (ArithmeticError, ValueError, TypeError):
+        return None
+    return None
 
 
 def _fields(node: ast.AST) -> list[tuple[str, object]]:
@@ -111,6 +149,11 @@ def match(pat: object, node: object, binds: dict[str, ast.AST], *, commutative: 
         return binds
     if not isinstance(pat, ast.AST):
         return binds if pat == node else None
+    if isinstance(pat, ast.expr) and not isinstance(pat, ast.Name):
+        pv = numeric_value(pat)
+        if pv is not None:  # a constant in the template matches any spelling of its value
+            nv = numeric_value(node)
+            return binds if nv is not None and _const_equal(pv, nv) else None
     if type(pat) is not type(node):
         return None
     if isinstance(pat, ast.Constant):

@@ -23,6 +23,7 @@ from .context import Context
 from .graph import run_loop
 from .run_guard import Heartbeat, new_owner
 from .parallel import close_parallel, open_parallel
+from .profiling import restore_profile
 from .sandbox_setup import open_sandbox
 from .steps import best_node
 from .verify import read_final_verification
@@ -73,6 +74,7 @@ def build_context(spec: CampaignSpec, store: Store, report: Callable[[str, dict]
                   report=report, llm=agents.llm, owner=owner)
     for ev in store.events(campaign.id, limit=1_000_000, kinds=["baseline"]):
         ctx.noise_floor = float(ev.payload.get("noise_floor", 0.0))
+    restore_profile(ctx)
     return ctx
 
 

@@ -20,6 +20,7 @@ from arbor.search_tree.store import CampaignBusy, DuplicateArtifact
 
 from . import store_retry
 from .context import Context
+from .profiling import record_profile
 from .stopping import llm_stop_reason, stop_reason
 
 
@@ -244,6 +245,7 @@ def _finish(ctx: Context, node: NodeRecord, j: Judgement, measurement_id: int | 
             ctx.noise_floor = j.noise_floor
             ctx.store.append_event(ctx.cid, "baseline", {"noise_floor": j.noise_floor, "stats": j.stats},
                                    node_id=node.id, agent=ctx.critic.name)
+            record_profile(ctx, node, "baseline")
     ctx.report("verdict", {"node": ctx.store.get_node(node.id), "judgement": j})
 
 
@@ -260,6 +262,7 @@ def update(ctx: Context, state: LoopState) -> LoopState:
         ctx.store.append_event(ctx.cid, "new_best", {"node": best.id, "speedup": best.speedup},
                                node_id=best.id, agent="loop")
         ctx.report("new_best", {"node": best})
+        record_profile(ctx, best, "new best")
     return {"step": state.get("step", 0) + 1, "node_ids": [], "parent_id": None}
 
 

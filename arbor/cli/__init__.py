@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import typer
 
-from . import doctor, read, record, run, skills, views
+from . import doctor, read, record, run, skills, suite, views
 from .common import fail, user_errors
 
 __all__ = ["app", "main"]
@@ -26,6 +26,7 @@ for command in (read.history, read.tree, read.show, read.best, read.query,
     app.command()(command)
 app.add_typer(skills.skills_app, name="skills")
 app.command()(record.record)
+app.command()(suite.suite)
 
 
 def main() -> None:

@@ -65,5 +65,7 @@ def show(store: Store, node_id: int) -> dict:
         d = asdict(v)
         d["created_at"] = v.created_at.isoformat()
         vs.append(d)
+    from arbor.campaign.profiling import profile_of
+
     return {"node": node_row(node), "hypothesis": node.hypothesis, "source": source, "diff": diff,
-            "measurements": ms, "verdicts": vs}
+            "measurements": ms, "verdicts": vs, "profile": profile_of(store, node_id, node.campaign_id)}

@@ -174,6 +174,10 @@ def print_node(console: Console, d: dict) -> None:
         console.print(f"measurement #{m['attempt']} ({m['purpose']}, {m['status']}"
                       f"{', ' + m['error_class'] if m['error_class'] else ''}): "
                       f"{len(b)} baseline / {len(c)} candidate samples, {m['duration_s']:.1f} s")
+    if d.get("profile"):
+        from arbor.sandbox.profiling import format_profile
+
+        console.print(Text(format_profile(d["profile"])))
     console.rule("diff against parent" if d["diff"] else "source")
     console.print(Text(d["diff"] or d["source"]))
 

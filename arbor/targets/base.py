@@ -58,6 +58,8 @@ class TargetAdapter(ABC):
         """Run the measurement protocol; returns the dict stored as one measurement series.
         Never raises for a bad candidate: failures are data (status/error_class)."""
 
+    profiles: ClassVar[bool] = False  # a bottleneck profile (per-op times) can be measured: request() + run_profile
+
     def worker_task(self, source: str):  # type: ignore[no-untyped-def]
         """What a parallel worker runs for ``source``: a picklable ``task(runner) -> dict``.
         By default the whole measurement; an adapter whose measurement needs this process's

@@ -20,6 +20,7 @@ from .base import TargetAdapter
 class KernelAdapter(TargetAdapter):
     kind = "kernel"
     artifact_kind = "kernel_source"
+    profiles = True
 
     @cached_property
     def problem(self) -> Problem:

@@ -1,0 +1,63 @@
+"""The loop's bottleneck-profile hook: profile the baseline and each new best, store a ``profile``
+event, and hand the profile to the agents (heuristic aiming, LLM prompts).
+
+One call from the loop's steps (``record_profile``); everything else lives here. A profile is
+advice: any failure is stored as ``{"error": ...}`` and the campaign goes on.
+"""
+
+from __future__ import annotations
+
+from arbor.agents.profile_aim import OFF_TARGET
+from arbor.sandbox.devices import cached_cpu_peak, gpu_peak
+from arbor.sandbox.profiling import format_profile, run_profile
+
+from .context import Context
+
+
+def _peak(ctx: Context, fingerprint: dict | None) -> dict | None:
+    """The device's peaks for the campaign's threads (the cached CPU peak is for all cores)."""
+    t = ctx.spec.target
+    if t.device.startswith("cuda"):
+        p = gpu_peak((fingerprint or {}).get("gpu_name") or (fingerprint or {}).get("device_name"))
+        return {"flops_per_s": p.flops_for(t.dtype), "bytes_per_s": p.bytes_per_s, "source": p.name} if p else None
+    peak = cached_cpu_peak()
+    if peak and t.num_threads and peak.get("threads"):
+        frac = min(1.0, t.num_threads / float(peak["threads"]))
+        peak = {**peak, "flops_per_s": peak["flops_per_s"] * frac, "threads": t.num_threads}
+    return peak
+
+
+def hand_to_agents(ctx: Context, profile: dict) -> None:
+    if profile.get("error"):
+        return
+    ctx.specialist.set_profile(profile)
+    ctx.orchestrator.priors_may_rise(1.0 / OFF_TARGET)
+
+
+def record_profile(ctx: Context, node, why: str) -> dict | None:  # type: ignore[no-untyped-def]
+    """Profile ``node``'s source, store it as a ``profile`` event and aim the agents with it."""
+    if not ctx.target.profiles:  # a target kind whose measurements have no op-level profile
+        return None
+    try:
+        source = ctx.store.get_artifact(node.artifact_sha)
+        ms = [m for m in ctx.store.measurements(node.id) if m.status == "ok"]
+        profile = run_profile(ctx.runner, ctx.target.request(source), _peak(ctx, ms[-1].fingerprint if ms else None))
+    except Exception as exc:  # noqa: BLE001 - advice only
+        profile = {"error": f"{type(exc).__name__}: {exc}"[:300]}
+    ctx.store.append_event(ctx.cid, "profile", {"why": why, **profile}, node_id=node.id, agent="profiler")
+    hand_to_agents(ctx, profile)
+    return profile
+
+
+def restore_profile(ctx: Context) -> None:
+    """On resume, the latest stored profile aims the agents again."""
+    events = [e for e in ctx.store.events(ctx.cid, limit=1_000_000, kinds=["profile"]) if not e.payload.get("error")]
+    if events:
+        hand_to_agents(ctx, dict(events[-1].payload))
+
+
+def profile_of(store, node_id: int, campaign_id: int) -> dict | None:  # type: ignore[no-untyped-def]
+    for e in reversed(store.events(campaign_id, limit=1_000_000, kinds=["profile"])):
+        if e.node_id == node_id:
+            return dict(e.payload)
+    return None

@@ -1,0 +1,152 @@
+"""Running a suite: calibrate, campaign and compare each problem, resumably.
+
+Everything lands in the output folder: ``calibration.json`` (scale per problem), one campaign YAML
+per problem under ``campaigns/`` (open them with ``arbor show``/``arbor tree``), one shared store
+``suite.db``, ``suite_results.json`` (a row per finished problem, written after each one) and the
+report page. Re-running the same command skips finished problems (except those whose baseline
+was too noisy to measure) and resumes an interrupted campaign where it stopped.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import yaml
+
+from ..spec import parse_spec
+from .calibrate import CalibrationError, calibrate
+from .compare import compare
+from .discover import Entry, discover
+from .page import write_page
+from .table import markdown, summary
+
+
+@dataclass
+class SuiteOptions:
+    directory: Path
+    out: Path
+    ids: list[int] | None = None
+    levels: list[int] | None = None
+    budget: int = 12
+    time_target_ms: float = 20.0
+    max_wall_s: float | None = None
+    seed: int = 0
+    max_cv: float = 0.15
+
+
+def _read(path: Path, default):  # type: ignore[no-untyped-def]
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return default
+
+
+def _write(path: Path, data) -> None:  # type: ignore[no-untyped-def]
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data, indent=2, default=str))
+    os.replace(tmp, path)
+
+
+def campaign_dict(entry: Entry, scale: float, opts: SuiteOptions) -> dict:
+    return {
+        "name": f"suite-{entry.key}",
+        "description": f"arbor suite: {entry.path.name} at size_scale {scale}",
+        "target": {"kind": "kernel", "problem": str(entry.path), "size_scale": scale, "device": "cpu",
+                   "num_threads": 1},
+        "budget": {"max_evaluations": opts.budget, "max_failures_in_row": opts.budget,
+                   "max_wall_s": opts.max_wall_s or 60.0 + 75.0 * opts.budget},
+        "agents": {"backend": "heuristic", "seed": opts.seed, "policy": "puct"},
+        "measurement": {"seeds": [0, 1, 2], "warmup_s": 0.2, "time_budget_s": 1.0, "min_repeats": 10},
+        "critic": {"max_cv": opts.max_cv, "min_speedup": 1.02},
+        "sandbox": {"kind": "local", "timeout_s": 300},
+        "store": {"url": "sqlite:///../suite.db"},
+    }
+
+
+BASELINE_RETRIES = 2
+RETRY_WAIT_S = 20.0
+
+
+def _baseline_unstable(reason: str | None) -> bool:
+    return bool(reason) and reason.startswith("baseline unstable")
+
+
+def run_one(entry: Entry, opts: SuiteOptions, calib: dict, say: Callable[[str], None]) -> dict:
+    from arbor.campaign.run import run_campaign
+
+    row: dict = {"key": entry.key, "file": str(entry.path), "level": entry.level, "id": entry.pid}
+    if entry.key not in calib:
+        calib[entry.key] = calibrate(entry.path, opts.time_target_ms)
+        _write(opts.out / "calibration.json", calib)
+    scale = calib[entry.key]["scale"]
+    row["scale"] = scale
+    data = campaign_dict(entry, scale, opts)
+    camp_dir = opts.out / "campaigns"
+    camp_dir.mkdir(parents=True, exist_ok=True)
+    yaml_path = camp_dir / f"{data['name']}.yaml"
+    yaml_path.write_text(yaml.safe_dump(data, sort_keys=False))
+    t0 = time.monotonic()
+    for attempt in range(BASELINE_RETRIES + 1):
+        # a baseline too noisy to measure (a loaded machine) ends a campaign at once: wait, retry
+        # under a fresh name (the stopped campaign stays in the store as evidence)
+        if attempt:
+            data = {**data, "name": f"suite-{entry.key}-retry{attempt}"}
+            yaml_path = camp_dir / f"{data['name']}.yaml"
+            yaml_path.write_text(yaml.safe_dump(data, sort_keys=False))
+            say(f"{entry.key}: baseline too noisy, retrying in {RETRY_WAIT_S:.0f} s")
+            time.sleep(RETRY_WAIT_S)
+        spec = parse_spec(data, str(yaml_path), camp_dir)
+        summ = run_campaign(spec, lambda kind, payload: None)
+        if not _baseline_unstable(summ.stop_reason):
+            break
+    row["attempts"] = attempt + 1
+    row.update(campaign=spec.name, stop_reason=summ.stop_reason, campaign_speedup=summ.speedup,
+               best_node=summ.best_node, verified=bool(summ.verified), counts=summ.counts,
+               campaign_s=round(time.monotonic() - t0, 1))
+    best_source = Path(summ.best_path).read_text() if summ.best_path and summ.verified else None
+    cmp = compare(spec, best_source)
+    row.update({k: cmp.get(k) for k in ("eager", "compile", "best", "eager_ms")}, compare_errors=cmp["errors"])
+    best = f"best {row['best'] or 0:.2f}x vs eager" if row["verified"] else "no verified improvement"
+    say(f"{entry.key}: scale {scale}, {best}, compile {row['compile'] or 0:.2f}x "
+        f"({summ.stop_reason}; {row['campaign_s']:.0f} s)")
+    return row
+
+
+def run_suite(opts: SuiteOptions, say: Callable[[str], None] = print) -> dict:
+    entries = discover(opts.directory, opts.ids, opts.levels)
+    opts.out.mkdir(parents=True, exist_ok=True)
+    calib = _read(opts.out / "calibration.json", {})
+    results_path = opts.out / "suite_results.json"
+    done = {r["key"]: r for r in _read(results_path, {}).get("rows", [])}
+    rows = []
+    for entry in entries:
+        if entry.key in done and "error" not in done[entry.key] and not _baseline_unstable(
+                done[entry.key].get("stop_reason")):
+            rows.append(done[entry.key])
+            continue
+        try:
+            row = run_one(entry, opts, calib, say)
+        except KeyboardInterrupt:
+            raise
+        except Exception as exc:  # noqa: BLE001 - one problem's failure must not end the suite
+            text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            if not isinstance(exc, CalibrationError):
+                text = f"{type(exc).__name__}: {text}"
+            row = {"key": entry.key, "file": str(entry.path), "level": entry.level, "error": text}
+            say(f"{entry.key}: failed: {text}")
+        rows.append(row)
+        done[entry.key] = row
+        _write(results_path, {"rows": list(done.values())})
+    summ = summary(rows)
+    meta = {"dir": str(opts.directory), "budget": opts.budget, "time_target_ms": opts.time_target_ms,
+            "max_cv": opts.max_cv,
+            "load_avg": [round(x, 2) for x in os.getloadavg()]}
+    _write(results_path, {"rows": list(done.values()), "selected": [r["key"] for r in rows], "summary": summ,
+                          "meta": meta})
+    page = write_page(opts.out, rows, summ, meta)
+    return {"rows": rows, "summary": summ, "table": markdown(rows, summ), "page": str(page), "meta": meta}

@@ -1,0 +1,68 @@
+"""The suite's table: per problem correct?, speedup vs eager and vs compile; fast_p and geomeans."""
+
+from __future__ import annotations
+
+import math
+
+FAST_P = (1.0, 1.1, 1.2, 1.5, 2.0)
+
+
+def row_metrics(row: dict) -> dict:
+    """Derived columns of one problem's row (its measured eager/compile/best ratios)."""
+    best, comp = row.get("best"), row.get("compile")
+    correct = bool(row.get("verified")) and best is not None
+    speedup = best if correct else 1.0  # no verified result: the user keeps the reference
+    out = {"correct": correct, "speedup_eager": speedup}
+    out["speedup_compile"] = speedup / comp if comp else None
+    out["speedup_best_of"] = speedup / max(1.0, comp or 1.0)
+    return out
+
+
+def _geomean(xs: list[float]) -> float | None:
+    xs = [x for x in xs if x and x > 0]
+    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else None
+
+
+def summary(rows: list[dict]) -> dict:
+    done = [r for r in rows if "error" not in r]
+    mets = [row_metrics(r) for r in done]
+    n = len(rows)
+    out = {
+        "problems": n,
+        "finished": len(done),
+        "verified_fraction": sum(m["correct"] for m in mets) / n if n else 0.0,
+        "geomean_vs_eager": _geomean([m["speedup_eager"] for m in mets]),
+        "geomean_vs_compile": _geomean([m["speedup_compile"] for m in mets if m["speedup_compile"]]),
+        "geomean_vs_best_of": _geomean([m["speedup_best_of"] for m in mets]),
+        "slower_than_eager": sum(1 for m in mets if m["speedup_eager"] < 1.0),
+    }
+    for p in FAST_P:  # KernelBench fast_p: correct and faster than p x eager, over all problems
+        out[f"fast_{p:g}"] = sum(1 for m in mets if m["correct"] and m["speedup_eager"] > p) / n if n else 0.0
+    return out
+
+
+def _f(x, digits: int = 2) -> str:  # type: ignore[no-untyped-def]
+    return "-" if x is None else f"{x:.{digits}f}"
+
+
+def markdown(rows: list[dict], summ: dict) -> str:
+    lines = ["| problem | level | scale | eager ms | verified win | vs eager | compile vs eager | vs compile "
+             "| vs best-of |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        if "error" in r:
+            lines.append(f"| {r['key']} | {r.get('level') or '-'} | - | - | error | - | - | - | - |")
+            continue
+        m = row_metrics(r)
+        lines.append(f"| {r['key']} | {r.get('level') or '-'} | {r.get('scale', '-')} | {_f(r.get('eager_ms'), 1)} | "
+                     f"{'yes' if m['correct'] else 'no'} | {_f(m['speedup_eager'])} | {_f(r.get('compile'))} | "
+                     f"{_f(m['speedup_compile'])} | {_f(m['speedup_best_of'])} |")
+    fast = ", ".join(f"fast_{p:g} {summ[f'fast_{p:g}']:.0%}" for p in FAST_P)
+    lines += ["", f"geomean vs eager {_f(summ['geomean_vs_eager'])}x, vs compile {_f(summ['geomean_vs_compile'])}x, "
+                  f"vs best-of(eager, compile) {_f(summ['geomean_vs_best_of'])}x; "
+                  f"verified wins {summ['verified_fraction']:.0%}; "
+                  f"slower than eager: {summ['slower_than_eager']}; {fast}"]
+    for r in rows:
+        if "error" in r:
+            lines.append(f"- {r['key']}: {r['error']}")
+    return "\n".join(lines) + "\n"

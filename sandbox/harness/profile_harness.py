@@ -1,0 +1,81 @@
+"""Bottleneck profile of one candidate, run inside the sandbox like the measurement harness.
+
+Builds ModelNew exactly as the harness does (same seed, sizes, dtype, threads, no grad), warms it
+up (compiled candidates compile here), then records a few calls with ``torch.profiler`` and writes
+``profile.json``: per operator and input shapes, the calls, self time, and FLOPs where the profiler
+derives them. Nothing here judges the candidate; it only says where the time goes.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # -I drops the script's folder
+import kernel_checks as checks  # noqa: E402  (shipped next to this file)
+
+
+def _load(name: str, path: str):  # type: ignore[no-untyped-def]
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    spec.loader.exec_module(mod)  # type: ignore[union-attr]
+    return mod
+
+
+def main(request_path: str) -> None:
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    req = json.loads(open(request_path).read())
+    if req.get("num_threads"):
+        torch.set_num_threads(int(req["num_threads"]))
+    device = torch.device(req.get("device") or "cpu")
+    dtype = getattr(torch, req["dtype"]) if req.get("dtype") else None
+    problem = _load("arbor_problem", req["problem_file"])
+    checks.apply_sizes(problem, req.get("sizes") or {}, req.get("size_scale"))
+    torch.manual_seed(0)
+    init = list(problem.get_init_inputs())
+    cand = _load("arbor_candidate", req["candidate_file"])
+    torch.manual_seed(0)
+    model = cand.ModelNew(*init)
+    model = model.to(device, dtype) if dtype else model.to(device)
+    torch.manual_seed(0)
+    xs = [x.to(device, dtype) if dtype is not None and isinstance(x, torch.Tensor) and x.is_floating_point()
+          else (x.to(device) if isinstance(x, torch.Tensor) else x) for x in problem.get_inputs()]
+    cuda = device.type == "cuda"
+    sync = torch.cuda.synchronize if cuda else (lambda: None)
+    with torch.no_grad():
+        for _ in range(2):
+            model(*xs)
+        sync()
+        t0 = time.perf_counter()
+        model(*xs)
+        sync()
+        one = time.perf_counter() - t0
+        iters = max(1, min(int(req.get("iters", 10)), int(float(req.get("budget_s", 1.0)) / max(one, 1e-6))))
+        acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+        with profile(activities=acts, record_shapes=True, with_flops=True) as prof:
+            for _ in range(iters):
+                model(*xs)
+            sync()
+    ops = []
+    for e in prof.key_averages(group_by_input_shape=True):
+        self_us = (e.self_device_time_total if cuda else e.self_cpu_time_total) or 0
+        if self_us <= 0:
+            continue
+        ops.append({"name": e.key, "calls": int(e.count) // iters or 1, "self_us": self_us / iters,
+                    "shapes": [list(s) for s in (e.input_shapes or []) if isinstance(s, (list, tuple))][:4],
+                    "flops": (e.flops or 0) / iters or None})
+    ops.sort(key=lambda o: -o["self_us"])
+    out = {"iters": iters, "call_ms": one * 1e3, "device": str(device), "ops": ops[:40],
+           "nonce": req.get("nonce")}
+    with open("profile.json", "w") as f:
+        json.dump(out, f)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])

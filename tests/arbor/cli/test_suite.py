@@ -1,0 +1,82 @@
+"""``arbor suite``: discovery of KernelBench-style files, the table's metrics, and (slow) one
+resumable end-to-end run."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from arbor.sandbox.problem import ProblemError
+from arbor.suite.discover import discover
+from arbor.suite.table import markdown, row_metrics, summary
+
+from tests.arbor.helpers import arbor
+
+PROBLEM = '''
+import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def __init__(self, in_features, out_features):
+        super().__init__()
+        self.linear = nn.Linear(in_features, out_features)
+
+    def forward(self, x):
+        return torch.sum(self.linear(x), dim=1, keepdim=True)
+
+batch_size = 64
+in_features = 64
+out_features = 64
+
+def get_inputs():
+    return [torch.randn(batch_size, in_features)]
+
+def get_init_inputs():
+    return [in_features, out_features]
+'''
+
+
+def test_discovers_upstream_layout_and_our_prefix_with_filters(tmp_path: Path):
+    (tmp_path / "level1").mkdir()
+    (tmp_path / "level2").mkdir()
+    (tmp_path / "level1" / "3_Sum.py").write_text(PROBLEM)
+    (tmp_path / "level2" / "18_Gemm_Sum.py").write_text(PROBLEM)
+    (tmp_path / "l2_07_mine.py").write_text(PROBLEM)
+    (tmp_path / "helper.py").write_text("x = 1\n")  # not a problem: skipped
+    found = discover(tmp_path)
+    assert {(e.level, e.pid) for e in found} == {(1, 3), (2, 18), (2, 7)}
+    assert [e.pid for e in discover(tmp_path, levels=[2], ids=[18])] == [18]
+    with pytest.raises(ProblemError):
+        discover(tmp_path, ids=[999])
+
+
+def test_metrics_count_only_verified_wins_and_compare_with_compile():
+    rows = [{"key": "a", "verified": True, "best": 3.0, "compile": 1.5},
+            {"key": "b", "verified": False, "best": 5.0, "compile": 0.8},  # unverified: counts as 1.0
+            {"key": "c", "error": "calibration failed"}]
+    assert row_metrics(rows[0]) == {"correct": True, "speedup_eager": 3.0, "speedup_compile": 2.0,
+                                    "speedup_best_of": 2.0}
+    assert row_metrics(rows[1])["speedup_eager"] == 1.0
+    s = summary(rows)
+    assert s["problems"] == 3 and s["finished"] == 2
+    assert s["fast_1"] == pytest.approx(1 / 3) and s["fast_2"] == pytest.approx(1 / 3)
+    assert s["geomean_vs_eager"] == pytest.approx(3 ** 0.5)
+    assert "| a |" in markdown(rows, s) and "c: calibration failed" in markdown(rows, s)
+
+
+@pytest.mark.slow
+def test_suite_runs_a_directory_and_resumes(tmp_path: Path):
+    (tmp_path / "probs").mkdir()
+    (tmp_path / "probs" / "l2_01_gemm_sum.py").write_text(PROBLEM)
+    out = tmp_path / "out"
+    args = ("suite", str(tmp_path / "probs"), "-o", str(out), "--budget", "1", "--time-target-ms", "2",
+            "--max-cv", "2.0")
+    first = arbor(*args, timeout=900)
+    assert first.returncode == 0, first.stderr
+    assert "geomean vs eager" in first.stdout and (out / "suite_report.html").is_file()
+    rows = json.loads((out / "suite_results.json").read_text())["rows"]
+    assert rows[0]["key"] == "l2_01_gemm_sum" and rows[0]["compile"] is not None
+    again = arbor(*args, timeout=300)  # finished problems are not run again
+    assert again.returncode == 0 and "l2_01_gemm_sum: scale" not in again.stdout
