@@ -41,6 +41,7 @@ class Context:
     selection: Selection | None = None  # the orchestrator's pick, handed from select to propose
     index: TreeIndex | None = None  # incremental tree statistics (built on first use)
     llm: object | None = None  # LLMRuntime when any agent role uses an LLM (token/cost/failure stops)
+    knowledge: dict = field(default_factory=dict)  # per-process cache of arbor/campaign/knowledge.py
 
     def __post_init__(self) -> None:
         if self.index is None:

@@ -18,6 +18,7 @@ from arbor.agents.contracts import Judgement
 from arbor.search_tree.records import NodeRecord
 from arbor.search_tree.store import DuplicateArtifact
 
+from . import knowledge
 from .context import Context
 from .stopping import llm_stop_reason, stop_reason
 
@@ -48,6 +49,7 @@ def select(ctx: Context, state: LoopState) -> LoopState:
     elapsed = ctx.flush_elapsed()
     reason = stop_reason(ctx.spec.budget, idx, ctx.evaluations(), elapsed) or llm_stop_reason(ctx.llm)
     if reason is None:
+        knowledge.ensure_warm_start(ctx)  # priors from similar problems, once the baseline is judged
         # the index (just refreshed) rules out almost every sha without a query; the store confirms
         is_known = lambda sha: idx.has_artifact(sha) and ctx.store.find_node(ctx.cid, sha) is not None  # noqa: E731
         sel = ctx.orchestrator.select(idx, ctx.source, is_known, state.get("step", 0))
@@ -206,6 +208,7 @@ def _finish(ctx: Context, node: NodeRecord, j: Judgement, measurement_id: int | 
         reason = j.reason if measurement_id is not None else f"[guard] {j.reason}"
         ctx.store.record_verdict(node.id, measurement_id, j.decision, j.diagnosis, reason, gates,
                                  agent=ctx.critic.name, final_state=j.final_state, **fields)
+        knowledge.record_judgement(ctx, node, j)
         if node.parent_id is None and j.noise_floor is not None:
             ctx.noise_floor = j.noise_floor
             ctx.store.append_event(ctx.cid, "baseline", {"noise_floor": j.noise_floor, "stats": j.stats},
@@ -233,6 +236,6 @@ def update(ctx: Context, state: LoopState) -> LoopState:
 def finalize(ctx: Context, state: LoopState) -> LoopState:
     from .verify import run_final_verification
 
-    run_final_verification(ctx)
+    knowledge.after_campaign(ctx, run_final_verification(ctx))
     ctx.flush_elapsed()
     return {}

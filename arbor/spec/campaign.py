@@ -16,7 +16,7 @@ from pydantic.fields import FieldInfo
 from . import target_kinds
 from .agents import LLM_ROLES, Agents
 from .base import SpecError, Strict, TargetModel
-from .sections import Budget, Critic, Measurement, Objective, Sandbox, Skills, StoreCfg
+from .sections import Budget, Critic, KnowledgeCfg, Measurement, Objective, Sandbox, Skills, StoreCfg
 
 Target = target_kinds.target_union()
 
@@ -33,6 +33,7 @@ class CampaignSpec(Strict):
     critic: Critic = Field(default_factory=Critic)
     skills: Skills = Field(default_factory=Skills)
     store: StoreCfg = Field(default_factory=StoreCfg)
+    knowledge: KnowledgeCfg | None = None  # off unless named: records then warm-start later campaigns
     # where the YAML lives; relative paths resolve against it (not serialized into the store)
     base_dir: Path = Field(default=Path("."), exclude=True)
 

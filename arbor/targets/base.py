@@ -64,6 +64,11 @@ class TargetAdapter(ABC):
     def static_check(self, critic: Critic, source: str) -> Judgement | None:
         return critic.static_check(source)
 
+    def signature(self) -> dict:
+        """The problem's signature for warm starts when no profile of the baseline exists
+        (``agents/knowledge/signature.py``); ``{"error": ...}`` when it has none."""
+        return {"error": f"{self.kind} targets have no problem signature"}
+
     def describe(self) -> str:
         return self.kind
 

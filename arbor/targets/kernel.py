@@ -56,6 +56,12 @@ class KernelAdapter(TargetAdapter):
     def judge(self, critic, ev: Evidence, m: MeasurementRecord) -> Judgement:
         return critic.judge(ev, m.baseline_samples or [], m.candidate_samples or [])
 
+    def signature(self) -> dict:
+        from .signature import problem_signature
+
+        t = self.spec.target
+        return problem_signature(self.problem.path, dict(t.sizes), t.size_scale, t.dtype)
+
     def describe(self) -> str:
         return f"kernel {self.problem.path.name} on {self.spec.target.device}"
 

@@ -1,0 +1,32 @@
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    """Linear layer, then a chain of reductions: sum, max, mean and two logsumexps over dim 1."""
+
+    def __init__(self, in_features, out_features):
+        super(Model, self).__init__()
+        self.linear = nn.Linear(in_features, out_features)
+
+    def forward(self, x):
+        x = self.linear(x)
+        x = torch.sum(x, dim=1, keepdim=True)
+        x = torch.max(x, dim=1, keepdim=True)[0]
+        x = torch.mean(x, dim=1, keepdim=True)
+        x = torch.logsumexp(x, dim=1, keepdim=True)
+        x = torch.logsumexp(x, dim=1, keepdim=True)
+        return x
+
+
+batch_size = 256
+in_features = 2048
+out_features = 1024
+
+
+def get_inputs():
+    return [torch.randn(batch_size, in_features)]
+
+
+def get_init_inputs():
+    return [in_features, out_features]
