@@ -53,6 +53,8 @@ class OutcomeIndex:
     warm: dict[str, float] = field(default_factory=dict)
     warm_log: dict[str, float] = field(default_factory=dict)
     warm_notes: dict[str, dict] = field(default_factory=dict)
+    warm_by_path: dict[tuple, float] = field(default_factory=dict)  # (moves applied, move) -> prior
+    _move_of: dict[int, str | None] = field(default_factory=dict)
     # Calibration of P(accept) per family, from this campaign's finished nodes: a family whose
     # priors predicted badly is shrunk toward its observed acceptance rate.
     calibration: dict[str, Tally] = field(default_factory=dict)
@@ -68,6 +70,8 @@ class OutcomeIndex:
     def observe(self, n: NodeRecord) -> float | None:
         """Record one finished node. Returns the factor by which any prior may have *risen*
         (1.0 when priors can only have fallen), or None when nothing changed."""
+        self._move_of[n.id] = n.move_id
+        self._parents.setdefault(n.id, n.parent_id)
         if n.move_id is None:
             return None
         rise = self._calibrate(n)
@@ -94,11 +98,22 @@ class OutcomeIndex:
         tally.add(n.prior, n.state == "accepted" and n.diagnosis == "improved", None, None)
         return 1e9 if shrink_weight(tally) < 1.0 else None
 
-    def warm_note(self, move_id: str) -> dict | None:
+    def warm_prior(self, move_id: str, parent_id: int | None = None) -> float | None:
+        """The knowledge prior of ``move_id`` below ``parent_id``: what followed the same moves
+        on similar problems when recorded, else the move's prior on similar problems."""
+        if self.warm_by_path and parent_id is not None:
+            path = tuple(sorted(m for m in (self._move_of.get(a) for a in self.ancestors(parent_id)) if m))
+            hit = self.warm_by_path.get((path, move_id))
+            if hit is not None:
+                return hit
+        return self.warm.get(move_id)
+
+    def warm_note(self, move_id: str, parent_id: int | None = None) -> dict | None:
         """Where the move's prior came from, when it came from the knowledge store."""
-        if move_id not in self.warm:
+        p = self.warm_prior(move_id, parent_id)
+        if p is None:
             return None
-        return {"source": "knowledge", **self.warm_notes.get(move_id, {}), "prior": round(self.warm[move_id], 4)}
+        return {"source": "knowledge", **self.warm_notes.get(move_id, {}), "prior": round(p, 4)}
 
     def ancestors(self, node_id: int) -> set[int]:
         if self.ancestors_of is not None:
@@ -114,7 +129,8 @@ class OutcomeIndex:
         crashed = self.crashed_below.get(move_id)
         if crashed and crashed & self.ancestors(parent_id):
             return 0.0
-        p = self.warm.get(move_id, base)
+        p = self.warm_prior(move_id, parent_id)
+        p = base if p is None else p
         if family:
             p = shrink(p, self.calibration.get(family))
             p *= WIN_BOOST ** min(self.family_wins[family], MAX_BOOSTED_WINS)

@@ -14,8 +14,9 @@ from dataclasses import dataclass, field
 
 # A family's priors are shrunk only when their Brier score is worse than always answering the
 # family's observed acceptance rate r (Brier r(1-r)) — the prior then predicts worse than knowing
-# nothing per move; SPAN of excess Brier takes the weight down to MIN_WEIGHT.
-SPAN, MIN_WEIGHT, MIN_OBSERVATIONS = 0.2, 0.2, 3
+# nothing per move (beyond TOLERANCE, so a confident and right prior is never shrunk); SPAN of
+# excess Brier takes the weight down to MIN_WEIGHT.
+TOLERANCE, SPAN, MIN_WEIGHT, MIN_OBSERVATIONS = 0.05, 0.2, 0.2, 3
 
 
 @dataclass
@@ -69,7 +70,7 @@ def shrink_weight(tally: Tally | None) -> float:
     if tally is None or tally.n < MIN_OBSERVATIONS or tally.brier is None:
         return 1.0
     rate = tally.accepted / tally.n
-    excess = tally.brier - rate * (1 - rate)
+    excess = tally.brier - rate * (1 - rate) - TOLERANCE
     return 1.0 if excess <= 0 else max(MIN_WEIGHT, 1.0 - excess / SPAN)
 
 

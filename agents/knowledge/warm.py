@@ -47,18 +47,62 @@ class WarmPrior:
 def _outcome(r) -> str:  # type: ignore[no-untyped-def]
     if r.revoked or not r.integrity_ok or r.diagnosis in FLAGGED:
         return "flagged"
-    if r.decision == "accept" and r.diagnosis == "improved" and (r.speedup or 0) > 1:
+    if r.decision == "accept" and r.diagnosis == "improved" and _gain_log(r) is not None:
         return "win"
     if r.diagnosis in FAILED or r.decision in ("reject", "fail"):
         return "failure"
     return "neutral"
 
 
+def _gain_log(r) -> float | None:  # type: ignore[no-untyped-def]
+    """What the move itself gained: log of its speedup over its parent's."""
+    if r.speedup is None or r.speedup <= 0:
+        return None
+    g = math.log(r.speedup / (r.parent_speedup or 1.0))
+    return g if g > 0 else None
+
+
+def path_key(path) -> tuple:  # type: ignore[no-untyped-def]
+    """Moves applied so far, as a multiset: the order of independent moves rarely matters."""
+    return tuple(sorted(m for m in path if m))
+
+
+class _Acc:
+    def __init__(self) -> None:
+        self.n, self.w, self.s, self.wins, self.fail, self.flag, self.logs = 0, 0.0, 0.0, 0, 0, 0, []
+
+    def add(self, kind: str, w: float, r) -> None:  # type: ignore[no-untyped-def]
+        self.n += 1
+        self.w += w
+        if kind == "win":
+            self.s += w
+            self.wins += 1
+            self.logs.append(_gain_log(r))
+        elif kind == "failure":
+            self.fail += 1
+        else:
+            self.flag += 1
+
+    @property
+    def mean_log(self) -> float | None:
+        return sum(self.logs) / len(self.logs) if self.logs else None
+
+    def posterior(self, base: float, pseudo: float, best_log: float) -> float:
+        p = (base * pseudo + self.s) / (pseudo + self.w)
+        if self.mean_log is not None and best_log > 0:  # among winners, the bigger win first
+            p *= (1 + self.mean_log) / (1 + best_log)
+        p *= FLAG_PENALTY ** self.flag
+        return max(MIN_PRIOR, min(1.0, p))
+
+
 def warm_priors(records: list, hardware_class: str, signature: dict, base_priors: dict[str, float],
                 exclude_campaign: str | None = None, min_similarity: float = MIN_SIMILARITY
-                ) -> dict[str, WarmPrior]:
-    """Warm priors for the moves in ``base_priors`` ({move id: skill prior}) from ``records``."""
-    acc: dict[str, dict] = {}
+                ) -> tuple[dict[str, WarmPrior], dict[tuple[tuple, str], float]]:
+    """Warm priors for the moves in ``base_priors`` ({move id: skill prior}) from ``records``:
+    per move (any parent), and per (moves already applied, move) — the second reproduces what
+    worked *after* what, the way a recorded recipe does, and wins where it applies."""
+    acc: dict[str, _Acc] = {}
+    ctx_acc: dict[tuple[tuple, str], _Acc] = {}
     for r in records:
         if r.move_id not in base_priors or r.campaign == exclude_campaign:
             continue
@@ -67,31 +111,23 @@ def warm_priors(records: list, hardware_class: str, signature: dict, base_priors
         w = similarity(signature, r.signature or {})
         if w < min_similarity:
             continue
-        a = acc.setdefault(r.move_id, {"n": 0, "w": 0.0, "s": 0.0, "wins": 0, "fail": 0, "flag": 0, "logs": []})
         kind = _outcome(r)
         if kind == "neutral":
             continue
-        a["n"] += 1
-        a["w"] += w
-        if kind == "win":
-            a["s"] += w
-            a["wins"] += 1
-            a["logs"].append(math.log(r.speedup))
-        elif kind == "failure":
-            a["fail"] += 1
-        else:
-            a["flag"] += 1
+        acc.setdefault(r.move_id, _Acc()).add(kind, w, r)
+        ctx_acc.setdefault((path_key(r.path or []), r.move_id), _Acc()).add(kind, w, r)
     if not acc:
-        return {}
-    best_log = max((sum(a["logs"]) / len(a["logs"]) for a in acc.values() if a["logs"]), default=0.0)
+        return {}, {}
+    best_log = max((a.mean_log for a in acc.values() if a.mean_log is not None), default=0.0)
     out = {}
     for move, a in acc.items():
         base = base_priors[move]
-        p = (base * PSEUDO_TRIALS + a["s"]) / (PSEUDO_TRIALS + a["w"])
-        mean_log = sum(a["logs"]) / len(a["logs"]) if a["logs"] else None
-        if mean_log is not None and best_log > 0:  # among winners, the bigger win first
-            p *= (1 + mean_log) / (1 + best_log)
-        p *= FLAG_PENALTY ** a["flag"]
-        out[move] = WarmPrior(move, max(MIN_PRIOR, min(1.0, p)), base, a["n"], round(a["w"], 3), a["wins"],
-                              a["fail"], a["flag"], mean_log)
-    return out
+        out[move] = WarmPrior(move, a.posterior(base, PSEUDO_TRIALS, best_log), base, a.n, round(a.w, 3),
+                              a.wins, a.fail, a.flag, a.mean_log)
+    best_in: dict[tuple, float] = {}
+    for (path, _), a in ctx_acc.items():
+        if a.mean_log is not None:
+            best_in[path] = max(best_in.get(path, 0.0), a.mean_log)
+    by_path = {key: round(a.posterior(out[key[1]].prior, 1.0, best_in.get(key[0], 0.0)), 4)
+               for key, a in ctx_acc.items()}
+    return out, by_path

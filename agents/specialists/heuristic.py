@@ -89,7 +89,7 @@ class HeuristicSpecialist(Specialist):
             if new is None or not self.valid(new) or is_known(artifact_sha(new)):
                 continue
             out.append(Option(move, new, prior, why, outcomes.warm_log.get(move.id, DEFAULT_WIN_LOG),
-                              outcomes.warm_note(move.id)))
+                              outcomes.warm_note(move.id, parent.id)))
         rng = random.Random(f"{self.seed}:{parent.id}")
         rng.shuffle(out)
         out.sort(key=lambda o: -o.prior)  # stable: equal priors keep the seeded order

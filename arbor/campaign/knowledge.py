@@ -64,8 +64,8 @@ def signature(ctx: Context) -> dict:
         for e in _events(ctx.store, ctx.cid, "profile"):  # the baseline's bottleneck profile, if any
             if e.node_id == ctx.campaign.root_node_id:
                 sig = signature_from_profile(e.payload, dtype)
-        if sig is None:
-            sig = ctx.target.signature()
+        if sig is None:  # a trace costs a child process: only worth it when knowledge is shared
+            sig = ctx.target.signature(trace=open_knowledge(ctx) is not None)
         ctx.store.append_event(ctx.cid, "signature", sig, agent="knowledge")
     ctx.knowledge["signature"] = sig
     return sig
@@ -90,13 +90,24 @@ def record_judgement(ctx: Context, node: NodeRecord, j: Judgement) -> None:
             move_id=node.move_id, family=node.family, agent=node.specialist, diagnosis=j.diagnosis,
             decision=j.decision, speedup=float(speedup) if speedup is not None else None,
             integrity_ok=j.diagnosis not in INTEGRITY_FAILURES, p_accept=node.prior,
-            predicted_gain=node.predicted_gain)
+            predicted_gain=node.predicted_gain, **_lineage(ctx, node))
         ctx.store.append_event(ctx.cid, "knowledge", rec.to_json(), node_id=node.id, agent="knowledge")
         ks = open_knowledge(ctx)
         if ks is not None and "error" not in sig:
             ks.add([rec])
     except Exception as exc:  # noqa: BLE001 - knowledge is advice: never fail the campaign for it
         ctx.report("sandbox_info", {"text": f"knowledge record of node {node.id} not kept: {exc}"})
+
+
+def _lineage(ctx: Context, node: NodeRecord) -> dict:
+    """The parent's speedup and the moves on the path from the baseline to the parent."""
+    path, parent = [], ctx.store.get_node(node.parent_id)
+    parent_speedup = parent.speedup if parent.parent_id is not None else 1.0
+    cur = parent
+    while cur is not None and cur.parent_id is not None:
+        path.append(cur.move_id)
+        cur = ctx.store.get_node(cur.parent_id)
+    return {"parent_speedup": parent_speedup, "path": path[::-1]}
 
 
 def campaign_records(store, cid: int) -> list[KnowledgeRecord]:  # type: ignore[no-untyped-def]
@@ -147,9 +158,10 @@ def ensure_warm_start(ctx: Context) -> None:
         if "error" in sig or not base:
             return
         records = ks.records(hardware_class=hw["class"])
-        priors = warm_priors(records, hw["class"], sig, base, exclude_campaign=ctx.campaign.name)
+        priors, by_path = warm_priors(records, hw["class"], sig, base, exclude_campaign=ctx.campaign.name)
         payload = {"hardware": hw, "signature": sig, "records": len(records),
-                   "priors": {k: v.to_json() for k, v in sorted(priors.items())}}
+                   "priors": {k: v.to_json() for k, v in sorted(priors.items())},
+                   "by_path": [{"path": list(k[0]), "move": k[1], "prior": v} for k, v in sorted(by_path.items())]}
         ctx.store.append_event(ctx.cid, "warm_start", payload, agent="knowledge")
         if priors:
             ctx.report("sandbox_info", {"text": f"warm start: {len(priors)} move priors from {len(records)} "
@@ -160,6 +172,8 @@ def ensure_warm_start(ctx: Context) -> None:
             outcomes.warm_log[move] = float(p["mean_win_log"])
         outcomes.warm_notes[move] = {"records": p["records"], "wins": p["wins"], "failures": p["failures"],
                                      "flagged": p["flagged"], "base": p["base"]}
+    for row in payload.get("by_path") or []:
+        outcomes.warm_by_path[(tuple(row["path"]), row["move"])] = float(row["prior"])
     if payload.get("priors") and ctx.index is not None:
         ctx.index.invalidate_priors(1e9)  # warm priors may exceed the bounds computed before
 
@@ -174,7 +188,8 @@ def calibration(store, cid: int) -> Calibration:  # type: ignore[no-untyped-def]
     if recs:
         for r in recs:
             accepted = r.decision == "accept" and r.diagnosis == "improved"
-            cal.add(r.agent, r.family, r.p_accept, accepted, log_or_none(r.predicted_gain), log_or_none(r.speedup))
+            gain = r.speedup / (r.parent_speedup or 1.0) if r.speedup is not None else None  # vs its parent
+            cal.add(r.agent, r.family, r.p_accept, accepted, log_or_none(r.predicted_gain), log_or_none(gain))
         return cal
     for n in store.nodes(cid, states=("accepted", "rejected", "failed")):
         if n.parent_id is None or n.move_id is None:

@@ -96,7 +96,7 @@ def problem_signature(path: Path, sizes: dict, size_scale: float | None, dtype: 
         tail = (r.stderr or "").strip().splitlines()[-1:] or ["no output"]
         return {"error": f"signature trace of {path.name} failed: {tail[0][:200]}"}
     if data.get("error"):
-        return _from_source(path, dtype) or data
+        return from_source(path, dtype) or data
     return {"ops": {k: round(v, 3) for k, v in data["ops"].items() if v > 0},
             "shapes": [[bucket(d) for d in s] for s in data["shapes"]], "dtype": dtype or "float32",
             "source": "trace"}
@@ -107,7 +107,7 @@ _WORDS = {"gemm": ("linear", "matmul", "mm(", "bmm", "addmm", "einsum", "@"), "c
           "pool": ("pool",)}
 
 
-def _from_source(path: Path, dtype: str | None) -> dict | None:
+def from_source(path: Path, dtype: str | None) -> dict | None:
     """Last resort when the reference cannot be traced: op kinds counted in its source text,
     weighted as a trace would weight them (a GEMM or convolution outweighs the rest)."""
     try:
