@@ -14,17 +14,18 @@ import re
 OP_KINDS = ("gemm", "conv", "norm", "reduction", "pool", "layout", "elementwise", "compiled")
 
 
+_FAMILIES = (
+    (r"\bh100|\bh200|\bh20\b|hopper", "nvidia-hopper"), (r"\ba100|\ba10\b|\ba30\b|ampere|rtx 30", "nvidia-ampere"),
+    (r"\bl4\b|\bl40|rtx 40|ada", "nvidia-ada"), (r"\bb100|\bb200|\bgb200|blackwell", "nvidia-blackwell"),
+    (r"\bv100|volta", "nvidia-volta"), (r"\bt4\b|turing|rtx 20", "nvidia-turing"),
+    (r"mi300|mi250|mi210|instinct|radeon", "amd-gpu"), (r"epyc|ryzen|threadripper", "amd-cpu"),
+    (r"xeon|core\(tm\)|intel", "intel-cpu"), (r"neoverse|graviton|aarch64|arm", "arm-cpu"), (r"apple|m1|m2|m3", "apple"),
+)
+
+
 def _family(model: str) -> str:
     m = model.lower()
-    for pat, fam in ((r"\bh100|\bh200|\bh20\b|hopper", "nvidia-hopper"), (r"\ba100|\ba10\b|\ba30\b|ampere|rtx 30", "nvidia-ampere"),
-                     (r"\bl4\b|\bl40|rtx 40|ada", "nvidia-ada"), (r"\bb100|\bb200|\bgb200|blackwell", "nvidia-blackwell"),
-                     (r"\bv100|volta", "nvidia-volta"), (r"\bt4\b|turing|rtx 20", "nvidia-turing"),
-                     (r"mi300|mi250|mi210|instinct|radeon", "amd-gpu"),
-                     (r"epyc|ryzen|threadripper", "amd-cpu"), (r"xeon|core\(tm\)|intel", "intel-cpu"),
-                     (r"neoverse|graviton|aarch64|arm", "arm-cpu"), (r"apple|m1|m2|m3", "apple")):
-        if re.search(pat, m):
-            return fam
-    return "other"
+    return next((fam for pat, fam in _FAMILIES if re.search(pat, m)), "other")
 
 
 def _cores_class(n: int | None) -> str:
@@ -36,9 +37,11 @@ def _cores_class(n: int | None) -> str:
 def hardware_class(fp: dict) -> dict:
     """``{"class", "device", "family", "cores"}`` from a measurement fingerprint."""
     device_kind = str(fp.get("device") or "cpu").split(":")[0]
-    model = str(fp.get("gpu_name") or fp.get("device_name") or fp.get("cpu_model") or fp.get("replay") or "unknown")
+    model = str(fp.get("gpu_name") or fp.get("device_name") or fp.get("cpu_model") or fp.get("replay")
+                or "unknown")
     family = _family(model)
-    cores = _cores_class(fp.get("gpu_sms") if device_kind == "cuda" else (fp.get("cpu_affinity") or fp.get("cpu_count")))
+    count = fp.get("gpu_sms") if device_kind == "cuda" else (fp.get("cpu_affinity") or fp.get("cpu_count"))
+    cores = _cores_class(count)
     return {"class": f"{device_kind}/{family}/{cores}", "device": model, "family": family, "cores": cores}
 
 
