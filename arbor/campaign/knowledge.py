@@ -45,9 +45,13 @@ def open_knowledge(ctx: Context) -> KnowledgeStore | None:
 
 # --- what this campaign is -----------------------------------------------------------------
 def _baseline_fingerprint(ctx: Context) -> dict:
+    if ctx.knowledge.get("fingerprint"):
+        return ctx.knowledge["fingerprint"]
     root = ctx.campaign.root_node_id
     ms = [m for m in ctx.store.measurements(root) if m.status == "ok"] if root else []
-    return (ms[-1].fingerprint or {}) if ms else {}
+    fp = (ms[-1].fingerprint or {}) if ms else {}
+    ctx.knowledge["fingerprint"] = fp  # the baseline's is fixed once judged: read it once
+    return fp
 
 
 def signature(ctx: Context) -> dict:
