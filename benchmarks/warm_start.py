@@ -80,6 +80,7 @@ def run(names: list[str] | None, evaluations: int, scale: float) -> dict:
     if len(paths) < 2:
         sys.exit("warm_start: leave-one-out needs at least two problems — widen --problems")
     tmp = Path(tempfile.mkdtemp(prefix="arbor-warm-"))
+    print(f"campaign stores and knowledge stores in {tmp}", flush=True)
     cold = {}
     for p in paths:  # each cold run records into a store of its own, so it starts with no knowledge
         spec = _spec(tmp, f"cold-{p.stem}", p, evaluations, scale, f"sqlite:///{tmp}/cold-{p.stem}-knowledge.db")
