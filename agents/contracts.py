@@ -15,6 +15,7 @@ role can do another's job through these interfaces.
 
 from __future__ import annotations
 
+import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, Union
@@ -37,10 +38,22 @@ class Proposal:
     family: str | None
     hypothesis: str
     prior: float
-    predicted_gain: float | None
+    predicted_gain: float | None  # predicted speedup ratio over the parent (> 0), when known
     # What produced it (LLM: the reply event, mode, fitted prompt); merged into the loop's
     # ``propose`` event so an audit can trace every node to the call that wrote it.
     audit: dict = field(default_factory=dict)
+
+    @property
+    def p_accept(self) -> float:
+        """The predicted probability that the Critic accepts it: every role's prior is one
+        (heuristic priors are reshaped acceptance odds; LLM priors come from the predicted gain),
+        scored against the verdict by the calibration report."""
+        return min(max(float(self.prior), 0.0), 1.0)
+
+    @property
+    def predicted_log_speedup(self) -> float | None:
+        g = self.predicted_gain
+        return math.log(g) if g is not None and g > 0 else None
 
 
 @dataclass(frozen=True)
@@ -51,6 +64,8 @@ class Option:
     source: str
     prior: float
     why: str = ""  # why the move is offered here (the serving specialist's symptom condition)
+    expected_log: float | None = None  # predicted log-speedup if it is accepted
+    knowledge: dict | None = None  # the warm-start prior behind ``prior``, when one applied
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Callable
 
+from arbor.agents.knowledge.calibration import Tally, shrink, shrink_weight
 from arbor.search_tree.records import NodeRecord
 
 CRASHES = {"compile_error", "runtime_error", "timeout", "oom", "hack_suspected", "harness_error",
@@ -47,6 +48,16 @@ class OutcomeIndex:
     crashed_below: dict[str, set[int]] = field(default_factory=dict)  # move -> parent ids
     ancestors_of: Callable[[int], set[int]] | None = None
     _parents: dict[int, int | None] = field(default_factory=dict)
+    # Warm start: priors from records of similar problems (move id -> prior replacing the
+    # skill's), and the expected log-speedup of a move when it wins there.
+    warm: dict[str, float] = field(default_factory=dict)
+    warm_log: dict[str, float] = field(default_factory=dict)
+    warm_notes: dict[str, dict] = field(default_factory=dict)
+    warm_by_path: dict[tuple, float] = field(default_factory=dict)  # (moves applied, move) -> prior
+    _move_of: dict[int, str | None] = field(default_factory=dict)
+    # Calibration of P(accept) per family, from this campaign's finished nodes: a family whose
+    # priors predicted badly is shrunk toward its observed acceptance rate.
+    calibration: dict[str, Tally] = field(default_factory=dict)
 
     @classmethod
     def build(cls, nodes: list[NodeRecord]) -> "OutcomeIndex":
@@ -59,20 +70,50 @@ class OutcomeIndex:
     def observe(self, n: NodeRecord) -> float | None:
         """Record one finished node. Returns the factor by which any prior may have *risen*
         (1.0 when priors can only have fallen), or None when nothing changed."""
+        self._move_of[n.id] = n.move_id
+        self._parents.setdefault(n.id, n.parent_id)
         if n.move_id is None:
             return None
+        rise = self._calibrate(n)
         if n.state == "accepted" and n.diagnosis == "improved" and n.family:
             self.family_wins[n.family] += 1
-            return WIN_BOOST if self.family_wins[n.family] <= MAX_BOOSTED_WINS else 1.0
+            return max(rise or 1.0, WIN_BOOST if self.family_wins[n.family] <= MAX_BOOSTED_WINS else 1.0)
         if n.diagnosis == "regression":
             self.move_regressions[n.move_id] += 1
             if n.family:
                 self.family_regressions[n.family] += 1
-            return 1.0
+            return rise or 1.0
         if n.diagnosis in CRASHES and n.parent_id is not None:
             self.crashed_below.setdefault(n.move_id, set()).add(n.parent_id)
-            return 1.0
-        return None
+            return rise or 1.0
+        return rise
+
+    def _calibrate(self, n: NodeRecord) -> float | None:
+        """Score the node's prior (its P(accept)) against its outcome; a rise factor that makes
+        every bound 1 when the family's priors are (now) being shrunk, since shrinking pulls low
+        priors up toward the observed rate."""
+        if n.state not in ("accepted", "rejected", "failed") or not n.family:
+            return None
+        tally = self.calibration.setdefault(n.family, Tally())
+        tally.add(n.prior, n.state == "accepted" and n.diagnosis == "improved", None, None)
+        return 1e9 if shrink_weight(tally) < 1.0 else None
+
+    def warm_prior(self, move_id: str, parent_id: int | None = None) -> float | None:
+        """The knowledge prior of ``move_id`` below ``parent_id``: what followed the same moves
+        on similar problems when recorded, else the move's prior on similar problems."""
+        if self.warm_by_path and parent_id is not None:
+            path = tuple(sorted(m for m in (self._move_of.get(a) for a in self.ancestors(parent_id)) if m))
+            hit = self.warm_by_path.get((path, move_id))
+            if hit is not None:
+                return hit
+        return self.warm.get(move_id)
+
+    def warm_note(self, move_id: str, parent_id: int | None = None) -> dict | None:
+        """Where the move's prior came from, when it came from the knowledge store."""
+        p = self.warm_prior(move_id, parent_id)
+        if p is None:
+            return None
+        return {"source": "knowledge", **self.warm_notes.get(move_id, {}), "prior": round(p, 4)}
 
     def ancestors(self, node_id: int) -> set[int]:
         if self.ancestors_of is not None:
@@ -88,8 +129,10 @@ class OutcomeIndex:
         crashed = self.crashed_below.get(move_id)
         if crashed and crashed & self.ancestors(parent_id):
             return 0.0
-        p = base
+        p = self.warm_prior(move_id, parent_id)
+        p = base if p is None else p
         if family:
+            p = shrink(p, self.calibration.get(family))
             p *= WIN_BOOST ** min(self.family_wins[family], MAX_BOOSTED_WINS)
             p *= FAMILY_REGRESSION ** (self.family_regressions[family] - self.move_regressions[move_id])
         p *= MOVE_REGRESSION ** self.move_regressions[move_id]

@@ -10,6 +10,7 @@ how a move is described (``describe``).
 
 from __future__ import annotations
 
+import math
 import random
 from typing import Callable
 
@@ -19,6 +20,9 @@ from arbor.agents.skills import MoveSpec
 from arbor.agents.transforms import apply_move
 from arbor.search_tree.records import NodeRecord
 from arbor.search_tree.store import artifact_sha
+
+# What a heuristic move is expected to gain when it wins, without knowledge of it (log of 1.1x).
+DEFAULT_WIN_LOG = math.log(1.1)
 
 
 class HeuristicSpecialist(Specialist):
@@ -84,7 +88,8 @@ class HeuristicSpecialist(Specialist):
             new = self._apply(parent.artifact_sha, parent_source, move)
             if new is None or not self.valid(new) or is_known(artifact_sha(new)):
                 continue
-            out.append(Option(move, new, prior, why))
+            out.append(Option(move, new, prior, why, outcomes.warm_log.get(move.id, DEFAULT_WIN_LOG),
+                              outcomes.warm_note(move.id, parent.id)))
         rng = random.Random(f"{self.seed}:{parent.id}")
         rng.shuffle(out)
         out.sort(key=lambda o: -o.prior)  # stable: equal priors keep the seeded order
@@ -94,8 +99,11 @@ class HeuristicSpecialist(Specialist):
         proposals = []
         for opt in options[:k]:
             why = f" — {opt.why}" if opt.why else ""
+            # predicted gain: the expected ratio, P(accept) x the log-speedup of a win
+            gain = math.exp(opt.prior * (opt.expected_log if opt.expected_log is not None else DEFAULT_WIN_LOG))
+            audit = {"knowledge": opt.knowledge} if opt.knowledge else {}
             proposals.append(Proposal(
                 source=opt.source, move_id=opt.move.id, family=opt.move.family,
                 hypothesis=f"{opt.move.id} on node {parent.id}: {self.describe(opt.move)}{why}",
-                prior=opt.prior, predicted_gain=opt.prior))
+                prior=opt.prior, predicted_gain=gain, audit=audit))
         return proposals

@@ -44,6 +44,7 @@ class Context:
     llm: object | None = None  # LLMRuntime when any agent role uses an LLM (token/cost/failure stops)
     lease_lost: bool = False  # set by the heartbeat when another run took the campaign over
     parallel: object | None = None  # arbor.parallel.Parallel when executor.workers > 1 (None: serial)
+    knowledge: dict = field(default_factory=dict)  # per-process cache of arbor/campaign/knowledge.py
 
     def __post_init__(self) -> None:
         if self.index is None:

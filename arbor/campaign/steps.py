@@ -18,7 +18,7 @@ from arbor.agents.contracts import Judgement
 from arbor.search_tree.records import NodeRecord
 from arbor.search_tree.store import CampaignBusy, DuplicateArtifact
 
-from . import store_retry
+from . import knowledge, store_retry
 from .context import Context
 from .profiling import record_profile
 from .stopping import llm_stop_reason, stop_reason
@@ -57,6 +57,7 @@ def select(ctx: Context, state: LoopState) -> LoopState:
     if (reason is not None or idx.root() is None) and flying:  # no new work: wait for what is in flight
         return {"parent_id": None, "node_ids": [], "stop_reason": None}
     if reason is None:
+        knowledge.ensure_warm_start(ctx)  # priors from similar problems, once the baseline is judged
         # the index (just refreshed) rules out almost every sha without a query; the store confirms
         is_known = lambda sha: idx.has_artifact(sha) and ctx.store.find_node(ctx.cid, sha) is not None  # noqa: E731
         sel = ctx.orchestrator.select(idx, ctx.source, is_known, state.get("step", 0))
@@ -241,6 +242,7 @@ def _finish(ctx: Context, node: NodeRecord, j: Judgement, measurement_id: int | 
         reason = j.reason if measurement_id is not None else f"[guard] {j.reason}"
         ctx.store.record_verdict(node.id, measurement_id, j.decision, j.diagnosis, reason, gates,
                                  agent=ctx.critic.name, final_state=j.final_state, **fields)
+        knowledge.record_judgement(ctx, node, j)
         if node.parent_id is None and j.noise_floor is not None:
             ctx.noise_floor = j.noise_floor
             ctx.store.append_event(ctx.cid, "baseline", {"noise_floor": j.noise_floor, "stats": j.stats},
@@ -270,6 +272,6 @@ def update(ctx: Context, state: LoopState) -> LoopState:
 def finalize(ctx: Context, state: LoopState) -> LoopState:
     from .verify import run_final_verification
 
-    run_final_verification(ctx)
+    knowledge.after_campaign(ctx, run_final_verification(ctx))
     ctx.flush_elapsed()
     return {}

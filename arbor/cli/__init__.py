@@ -3,7 +3,7 @@ is registered here, explicitly, in the order ``--help`` lists them.
 
 * ``common``   — consoles, the one-line error exit, JSON output, the campaign argument;
 * ``run``, ``read`` (history/tree/show/best/query), ``views`` (dashboard/report/export),
-  ``doctor``, ``skills``, ``record`` — one module per command group;
+  ``doctor``, ``skills``, ``record``, ``knowledge`` (+ ``calibration``) — one module per command group;
 * ``terminal`` — progress lines and tables; ``history`` — the read-side rows; ``jsonlog`` — ``--json-log``;
 * ``doctor_checks`` — what ``arbor doctor`` checks.
 """
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import typer
 
-from . import doctor, read, record, run, skills, suite, views
+from . import doctor, knowledge, read, record, run, skills, suite, views
 from .common import fail, user_errors
 
 __all__ = ["app", "main"]
@@ -25,6 +25,8 @@ for command in (read.history, read.tree, read.show, read.best, read.query,
                 views.dashboard, views.report, views.export, doctor.doctor):
     app.command()(command)
 app.add_typer(skills.skills_app, name="skills")
+app.add_typer(knowledge.knowledge_app, name="knowledge")
+app.command()(knowledge.calibration)
 app.command()(record.record)
 app.command()(suite.suite)
 

@@ -24,11 +24,12 @@ def user_errors() -> tuple[type[BaseException], ...]:
     from arbor.agents.skills import SkillError
     from arbor.sandbox.problem import ProblemError
     from arbor.sandbox.runner import SandboxError
+    from arbor.search_tree.knowledge import KnowledgeError
     from arbor.search_tree.store import StoreError
     from arbor.spec import SpecError
     from sqlalchemy.exc import SQLAlchemyError
 
-    return (SpecError, ProblemError, SkillError, StoreError, SandboxError, SQLAlchemyError)
+    return (SpecError, ProblemError, SkillError, StoreError, SandboxError, SQLAlchemyError, KnowledgeError)
 
 
 def fail(exc: BaseException) -> NoReturn:

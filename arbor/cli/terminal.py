@@ -165,6 +165,13 @@ def print_node(console: Console, d: dict) -> None:
     n = d["node"]
     console.rule(f"node {n['id']} — {n['state']}")
     console.print(f"hypothesis: {d['hypothesis']}")
+    src = d.get("prior_from") or {}
+    if n.get("parent") is not None or src.get("source") == "knowledge":
+        extra = (f" from knowledge ({src.get('records')} records: {src.get('wins')} wins, {src.get('failures')} "
+                 f"failures, {src.get('flagged')} flagged; skill prior {src.get('base')})"
+                 if src.get("source") == "knowledge" else f" from the {src.get('source', 'skill')}")
+        gain = f", predicted gain {d['predicted_gain']:.3f}x" if d.get("predicted_gain") else ""
+        console.print(f"prior (P(accept)): {d.get('prior', 0):.3f}{extra}{gain}")
     if n["speedup"]:
         console.print(f"speedup: {n['speedup']:.3f}x")
     for v in d["verdicts"]:

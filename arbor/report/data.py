@@ -81,6 +81,8 @@ class ReportData:
     evaluations: list[Evaluation] = field(default_factory=list)
     candidates: list[Candidate] = field(default_factory=list)
     fronts: list[Front] = field(default_factory=list)
+    warm_start: dict | None = None  # the warm_start event: priors that came from the knowledge store
+    calibration: dict | None = None  # Brier score / log-speedup error per agent and family
 
     @property
     def root(self) -> NodeRecord | None:
@@ -209,4 +211,7 @@ def load(store: Store, campaign: CampaignRecord, top: int = 10) -> ReportData:
         fps = [m.fingerprint for m in data.measurements.get(n.id, []) if m.fingerprint]
         data.candidates.append(Candidate(n, data.final_stats(n.id), fps[-1] if fps else {}))
     data.fronts = _serving_fronts(data)
+    from .knowledge import load_knowledge
+
+    data.warm_start, data.calibration = load_knowledge(store, campaign.id)
     return data

@@ -14,6 +14,7 @@ from pathlib import Path
 from arbor.targets import traits
 
 from .data import ReportData, fingerprint_id
+from .knowledge import tables as knowledge_tables
 from .plots import FIGURES
 
 CSS = """
@@ -143,6 +144,9 @@ def render_html(d: ReportData, pngs: dict[str, bytes | None], generated: str) ->
         if key == "tree" and d.diagnoses():
             parts.append("<p>Candidates by the Critic's diagnosis:</p>")
             parts.append(_html_table(["diagnosis", "candidates"], [[k, str(v)] for k, v in d.diagnoses().items()], {1}))
+    for cap, head, rows in knowledge_tables(d.warm_start, d.calibration):
+        parts += [f"<h2>{'Warm start' if cap.startswith('Warm') else 'Calibration'}</h2>",
+                  f"<p>{html.escape(cap)}</p>", _html_table(head, rows)]
     head, rows = candidate_rows(d)
     parts += ["<h2>Top candidates</h2>",
               "<p class=muted>Speedups and confidence intervals are the Critic's (paired bootstrap over "
@@ -170,6 +174,9 @@ def render_markdown(d: ReportData, pngs: dict[str, bytes | None], files: dict[st
         if key == "tree" and d.diagnoses():
             parts += ["", "Candidates by the Critic's diagnosis:", "",
                       _md_table(["diagnosis", "candidates"], [[k, str(v)] for k, v in d.diagnoses().items()])]
+    for cap, head, rows in knowledge_tables(d.warm_start, d.calibration):
+        parts += ["", f"## {'Warm start' if cap.startswith('Warm') else 'Calibration'}", "", cap, "",
+                  _md_table(head, rows)]
     head, rows = candidate_rows(d)
     parts += ["", "## Top candidates", "", _md_table(head, rows), "", "## Best artifact", ""]
     if d.best is None or d.best_source is None:

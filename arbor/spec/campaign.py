@@ -17,7 +17,7 @@ from . import target_kinds
 from .agents import LLM_ROLES, Agents
 from .base import SpecError, Strict, TargetModel
 from .executor import ExecutorCfg
-from .sections import Budget, Critic, Measurement, Objective, Sandbox, Skills, StoreCfg
+from .sections import Budget, Critic, KnowledgeCfg, Measurement, Objective, Sandbox, Skills, StoreCfg
 
 Target = target_kinds.target_union()
 
@@ -35,6 +35,7 @@ class CampaignSpec(Strict):
     skills: Skills = Field(default_factory=Skills)
     store: StoreCfg = Field(default_factory=StoreCfg)
     executor: ExecutorCfg = Field(default_factory=ExecutorCfg)
+    knowledge: KnowledgeCfg | None = None  # off unless named: records then warm-start later campaigns
     # where the YAML lives; relative paths resolve against it (not serialized into the store)
     base_dir: Path = Field(default=Path("."), exclude=True)
 

@@ -121,3 +121,11 @@ class Skills(Strict):
 
 class StoreCfg(Strict):
     url: str | None = None
+
+
+class KnowledgeCfg(Strict):
+    """The user-level knowledge store shared across campaigns (records of judged candidates,
+    warm-start priors). ``knowledge: {}`` uses ``$XDG_DATA_HOME/arbor/knowledge.db``."""
+
+    enabled: bool = True
+    url: str | None = None

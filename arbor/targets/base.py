@@ -73,6 +73,12 @@ class TargetAdapter(ABC):
     def static_check(self, critic: Critic, source: str) -> Judgement | None:
         return critic.static_check(source)
 
+    def signature(self, trace: bool = True) -> dict:
+        """The problem's signature for warm starts when no profile of the baseline exists
+        (``agents/knowledge/signature.py``); ``{"error": ...}`` when it has none. ``trace=False``
+        asks for the cheap form (no child process), for campaigns that share no knowledge."""
+        return {"error": f"{self.kind} targets have no problem signature"}
+
     def describe(self) -> str:
         return self.kind
 

@@ -58,6 +58,14 @@ class KernelAdapter(TargetAdapter):
     def judge(self, critic, ev: Evidence, m: MeasurementRecord) -> Judgement:
         return critic.judge(ev, m.baseline_samples or [], m.candidate_samples or [])
 
+    def signature(self, trace: bool = True) -> dict:
+        from .signature import from_source, problem_signature
+
+        t = self.spec.target
+        if not trace:
+            return from_source(self.problem.path, t.dtype) or {"error": "problem source unreadable"}
+        return problem_signature(self.problem.path, dict(t.sizes), t.size_scale, t.dtype)
+
     def describe(self) -> str:
         return f"kernel {self.problem.path.name} on {self.spec.target.device}"
 

@@ -1,0 +1,133 @@
+"""Warm-start priors: what records of similar problems on the same hardware class say about
+each move.
+
+Per move, records are weighted by the similarity of their problem to this one; the move's
+probability of acceptance is a Beta posterior around the skill's own prior (``PSEUDO_TRIALS``
+pseudo-observations of it), so one lucky record cannot dominate. Negative knowledge ranks low:
+crashes, regressions and no-gains count as failed trials, and a candidate the Critic flagged
+(``hack_suspected``, ``incorrect``) or that was later revoked as hostile/incorrect counts as a
+failure and divides the prior again. Quarantine: only a record whose candidate passed every
+integrity gate and was never revoked can count as a success — a win that was never proven
+honest never raises a prior. The result is a prior, never a verdict: the warm-started move is
+measured and judged like any other.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+from .signature import similarity
+
+PSEUDO_TRIALS = 2.0
+MIN_SIMILARITY = 0.6
+FLAG_PENALTY = 0.25
+FLAGGED = {"hack_suspected", "incorrect"}
+FAILED = {"compile_error", "runtime_error", "timeout", "oom", "harness_error", "startup_failed",
+          "accuracy_regression", "regression", "no_gain", "unstable"}
+MIN_PRIOR = 0.01
+
+
+@dataclass(frozen=True)
+class WarmPrior:
+    move_id: str
+    prior: float  # the warm prior (replaces the skill's)
+    base: float  # the skill's prior
+    records: int
+    weight: float  # summed similarity of the records used
+    wins: int
+    failures: int
+    flagged: int
+    mean_win_log: float | None  # mean log-speedup of its honest wins
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+def _outcome(r) -> str:  # type: ignore[no-untyped-def]
+    if r.revoked or not r.integrity_ok or r.diagnosis in FLAGGED:
+        return "flagged"
+    if r.decision == "accept" and r.diagnosis == "improved" and _gain_log(r) is not None:
+        return "win"
+    if r.diagnosis in FAILED or r.decision in ("reject", "fail"):
+        return "failure"
+    return "neutral"
+
+
+def _gain_log(r) -> float | None:  # type: ignore[no-untyped-def]
+    """What the move itself gained: log of its speedup over its parent's."""
+    if r.speedup is None or r.speedup <= 0:
+        return None
+    g = math.log(r.speedup / (r.parent_speedup or 1.0))
+    return g if g > 0 else None
+
+
+def path_key(path) -> tuple:  # type: ignore[no-untyped-def]
+    """Moves applied so far, as a multiset: the order of independent moves rarely matters."""
+    return tuple(sorted(m for m in path if m))
+
+
+class _Acc:
+    def __init__(self) -> None:
+        self.n, self.w, self.s, self.wins, self.fail, self.flag, self.logs = 0, 0.0, 0.0, 0, 0, 0, []
+
+    def add(self, kind: str, w: float, r) -> None:  # type: ignore[no-untyped-def]
+        self.n += 1
+        self.w += w
+        if kind == "win":
+            self.s += w
+            self.wins += 1
+            self.logs.append(_gain_log(r))
+        elif kind == "failure":
+            self.fail += 1
+        else:
+            self.flag += 1
+
+    @property
+    def mean_log(self) -> float | None:
+        return sum(self.logs) / len(self.logs) if self.logs else None
+
+    def posterior(self, base: float, pseudo: float, best_log: float) -> float:
+        p = (base * pseudo + self.s) / (pseudo + self.w)
+        if self.mean_log is not None and best_log > 0:  # among winners, the bigger win first
+            p *= (1 + self.mean_log) / (1 + best_log)
+        p *= FLAG_PENALTY ** self.flag
+        return max(MIN_PRIOR, min(1.0, p))
+
+
+def warm_priors(records: list, hardware_class: str, signature: dict, base_priors: dict[str, float],
+                exclude_campaign: str | None = None, min_similarity: float = MIN_SIMILARITY
+                ) -> tuple[dict[str, WarmPrior], dict[tuple[tuple, str], float]]:
+    """Warm priors for the moves in ``base_priors`` ({move id: skill prior}) from ``records``:
+    per move (any parent), and per (moves already applied, move) — the second reproduces what
+    worked *after* what, the way a recorded recipe does, and wins where it applies."""
+    acc: dict[str, _Acc] = {}
+    ctx_acc: dict[tuple[tuple, str], _Acc] = {}
+    for r in records:
+        if r.move_id not in base_priors or r.campaign == exclude_campaign:
+            continue
+        if (r.hardware or {}).get("class") != hardware_class:
+            continue
+        w = similarity(signature, r.signature or {})
+        if w < min_similarity:
+            continue
+        kind = _outcome(r)
+        if kind == "neutral":
+            continue
+        acc.setdefault(r.move_id, _Acc()).add(kind, w, r)
+        ctx_acc.setdefault((path_key(r.path or []), r.move_id), _Acc()).add(kind, w, r)
+    if not acc:
+        return {}, {}
+    best_log = max((a.mean_log for a in acc.values() if a.mean_log is not None), default=0.0)
+    out = {}
+    for move, a in acc.items():
+        base = base_priors[move]
+        out[move] = WarmPrior(move, a.posterior(base, PSEUDO_TRIALS, best_log), base, a.n, round(a.w, 3),
+                              a.wins, a.fail, a.flag, a.mean_log)
+    best_in: dict[tuple, float] = {}
+    for (path, _), a in ctx_acc.items():
+        if a.mean_log is not None:
+            best_in[path] = max(best_in.get(path, 0.0), a.mean_log)
+    by_path = {key: round(a.posterior(out[key[1]].prior, 1.0, best_in.get(key[0], 0.0)), 4)
+               for key, a in ctx_acc.items()}
+    return out, by_path

@@ -1,0 +1,155 @@
+"""Warm start, leave-one-out over the development problem set (benchmarks/problems/).
+
+For each problem: a cold campaign (skill priors only), then a warm campaign whose knowledge store
+holds the records of every *other* problem's cold campaign (never its own). Reported per problem:
+evaluations until the best reached 95% of the cold run's final best, for cold and warm, and the
+final (verified) best of each. Goals: warm needs <= 0.5x the evaluations of cold (median over
+problems), and the warm final best is never worse than the cold one beyond the noise (NOISE).
+
+Real kernel campaigns, so this is slow on a shared 2-core box: ``--problems`` picks a subset
+(file stems or prefixes), ``--evaluations`` the budget of each campaign.
+
+    python -m benchmarks.warm_start --problems l1_04_swish,l1_01_relu,l2_10 --evaluations 6
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from benchmarks.common import ROOT, table, write_result
+
+PROBLEMS = ROOT / "benchmarks" / "problems"
+REACH, NOISE, GOAL_RATIO = 0.95, 0.05, 0.5
+FAST = {"measurement": {"seeds": [0, 1, 2], "warmup_s": 0.05, "time_budget_s": 0.5, "min_repeats": 10,
+                        "min_sample_s": 0.002},
+        "critic": {"max_cv": 0.5, "min_speedup": 1.02}, "sandbox": {"timeout_s": 180}}
+
+
+def problem_paths(names: list[str] | None) -> list[Path]:
+    paths = sorted(PROBLEMS.glob("l*.py"))
+    if names:
+        paths = [p for p in paths if any(p.stem == n or p.stem.startswith(n) for n in names)]
+    return paths
+
+
+def _spec(tmp: Path, name: str, problem: Path, evaluations: int, scale: float, knowledge: str | None):
+    from arbor.spec import parse_spec
+
+    data = {"name": name, "target": {"kind": "kernel", "problem": str(problem), "num_threads": 1,
+                                     "size_scale": scale},
+            "budget": {"max_evaluations": evaluations, "max_wall_s": 1800}, **FAST,
+            "store": {"url": f"sqlite:///{tmp}/{name}.db"}}
+    if knowledge:
+        data["knowledge"] = {"url": knowledge}
+    return parse_spec(data, f"{name}.yaml", tmp)
+
+
+def _curve(spec) -> list[float]:  # type: ignore[no-untyped-def]
+    """Best speedup after each evaluation (candidates in creation order)."""
+    from arbor.search_tree import open_store
+
+    store = open_store(spec.store_url())
+    try:
+        camp = store.get_campaign(spec.name)
+        nodes = sorted((n for n in store.nodes(camp.id) if n.parent_id is not None), key=lambda n: n.id)
+    finally:
+        store.close()
+    best, out = 1.0, []
+    for n in nodes:
+        if n.state == "accepted" and n.speedup:
+            best = max(best, n.speedup)
+        out.append(best)
+    return out
+
+
+def _reach(curve: list[float], target: float) -> int | None:
+    return next((i for i, b in enumerate(curve, 1) if b >= target), None)
+
+
+def run(names: list[str] | None, evaluations: int, scale: float) -> dict:
+    from arbor.campaign.run import run_campaign
+    from arbor.search_tree.knowledge import KnowledgeStore
+
+    paths = problem_paths(names)
+    if len(paths) < 2:
+        sys.exit("warm_start: leave-one-out needs at least two problems — widen --problems")
+    tmp = Path(tempfile.mkdtemp(prefix="arbor-warm-"))
+    print(f"campaign stores and knowledge stores in {tmp}", flush=True)
+    cold = {}
+    for p in paths:  # each cold run records into a store of its own, so it starts with no knowledge
+        spec = _spec(tmp, f"cold-{p.stem}", p, evaluations, scale, f"sqlite:///{tmp}/cold-{p.stem}-knowledge.db")
+        t = time.monotonic()
+        s = run_campaign(spec, lambda *a: None)
+        cold[p.stem] = {"spec": spec, "final": s.speedup or 1.0, "seconds": time.monotonic() - t}
+        print(f"cold {p.stem}: {s.speedup or 1.0:.3f}x in {cold[p.stem]['seconds']:.0f} s", flush=True)
+    all_records = [r for p in paths for r in KnowledgeStore(f"sqlite:///{tmp}/cold-{p.stem}-knowledge.db").records()]
+    rows = []
+    for p in paths:
+        loo = f"sqlite:///{tmp}/loo-{p.stem}.db"
+        ks = KnowledgeStore(loo)
+        ks.add([r for r in all_records if r.campaign != f"cold-{p.stem}"])  # the other problems only
+        ks.close()
+        spec = _spec(tmp, f"warm-{p.stem}", p, evaluations, scale, loo)
+        t = time.monotonic()
+        s = run_campaign(spec, lambda *a: None)
+        c = cold[p.stem]
+        target = 1.0 + REACH * (c["final"] - 1.0) if c["final"] > 1.0 else None
+        cc, wc = _curve(c["spec"]), _curve(spec)
+        row = {"problem": p.stem, "cold_final": c["final"], "warm_final": s.speedup or 1.0,
+               "cold_evals": _reach(cc, target) if target else None, "warm_evals": _reach(wc, target) if target else None,
+               "cold_s": round(c["seconds"], 1), "warm_s": round(time.monotonic() - t, 1),
+               "warm_priors": _warm_count(spec)}
+        row["ratio"] = (row["warm_evals"] / row["cold_evals"]) if row["warm_evals"] and row["cold_evals"] else None
+        row["worse"] = row["warm_final"] < row["cold_final"] * (1 - NOISE)
+        rows.append(row)
+        print(f"warm {p.stem}: {row['warm_final']:.3f}x, evals to 95% of cold best: cold {row['cold_evals']} "
+              f"warm {row['warm_evals']} ({row['warm_priors']} knowledge priors)", flush=True)
+    ratios = [r["ratio"] if r["ratio"] is not None else (float("inf") if r["cold_evals"] else None) for r in rows]
+    ratios = [x for x in ratios if x is not None]
+    median_ratio = statistics.median(ratios) if ratios else None
+    return {"evaluations": evaluations, "size_scale": scale, "reach": REACH, "noise": NOISE, "rows": rows,
+            "median_ratio": median_ratio,
+            "goal_evaluations_met": median_ratio is not None and median_ratio <= GOAL_RATIO,
+            "goal_final_best_met": not any(r["worse"] for r in rows),
+            "note": "problems whose cold run found no speedup have no 95% target and are left out of the ratio"}
+
+
+def _warm_count(spec) -> int:  # type: ignore[no-untyped-def]
+    from arbor.search_tree import open_store
+
+    store = open_store(spec.store_url())
+    try:
+        evs = store.events(store.get_campaign(spec.name).id, limit=10, kinds=["warm_start"])
+        return len(evs[-1].payload.get("priors") or {}) if evs else 0
+    finally:
+        store.close()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--problems", help="comma-separated stems or prefixes (default: all 24)")
+    ap.add_argument("--evaluations", type=int, default=12, help="evaluation budget of every campaign")
+    ap.add_argument("--size-scale", type=float, default=0.25, help="shrink the problems (shared machines)")
+    a = ap.parse_args()
+    started = time.monotonic()
+    load_before = os.getloadavg()
+    data = run(a.problems.split(",") if a.problems else None, a.evaluations, a.size_scale)
+    data["load_avg_before"] = [round(x, 2) for x in load_before]
+    data["load_avg_after"] = [round(x, 2) for x in os.getloadavg()]
+    print(table(data["rows"], [("problem", "problem"), ("cold_evals", "cold evals"), ("warm_evals", "warm evals"),
+                               ("ratio", "warm/cold"), ("cold_final", "cold best"), ("warm_final", "warm best"),
+                               ("warm_priors", "knowledge priors")]))
+    print(f"median warm/cold evaluations: {data['median_ratio']} (goal <= {GOAL_RATIO}: "
+          f"{'met' if data['goal_evaluations_met'] else 'NOT met'}); final best never worse beyond "
+          f"{NOISE:.0%}: {'met' if data['goal_final_best_met'] else 'NOT met'}; load {data['load_avg_before']}")
+    print(f"wrote {write_result('warm_start', data, started)}")
+
+
+if __name__ == "__main__":
+    main()
