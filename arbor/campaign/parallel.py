@@ -102,8 +102,8 @@ def open_executor(ctx: Context) -> Executor | None:
     cfg = ctx.spec.executor
     if not cfg.parallel:
         return None
-    # a replayed measurement only sleeps its recorded time: no core of this machine to reserve
-    device = "none" if ctx.target.kind == "replay" else str(getattr(ctx.spec.target, "device", "cpu") or "cpu")
+    # a target whose measurement needs no device of this machine (a replay) reserves no core
+    device = str(getattr(ctx.spec.target, "device", "cpu") or "cpu") if ctx.target.uses_device else "none"
     if cfg.kind == "ray":
         from arbor.sandbox.executors.ray_executor import RayExecutor
 

@@ -185,7 +185,7 @@ def summarize(store: Store, name: str, write_best_to: Path | None = None) -> Sum
     llm = {k: totals[k] for k in ("prompt_tokens", "completion_tokens", "cost_usd")} if used else None
     speedup = (verified["speedup"] if verified else
                math.exp(best.value) if best and best.value is not None else None)
-    if camp.kind != "serving" and best is not None and best.parent_id is not None and speedup:
+    if kind.reports_times and best is not None and best.parent_id is not None and speedup:
         from .one_number import paired_estimate  # times and CI of the measurement that IS this ratio
 
         est = paired_estimate(store, best.id, speedup)

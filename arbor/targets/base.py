@@ -58,6 +58,7 @@ class TargetAdapter(ABC):
         """Run the measurement protocol; returns the dict stored as one measurement series.
         Never raises for a bad candidate: failures are data (status/error_class)."""
 
+    uses_device: ClassVar[bool] = True  # a measurement occupies a device (cores/GPU) of the worker
     profiles: ClassVar[bool] = False  # a bottleneck profile (per-op times) can be measured: request() + run_profile
 
     def worker_task(self, source: str):  # type: ignore[no-untyped-def]

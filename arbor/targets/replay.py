@@ -74,6 +74,7 @@ def knob_moves(landscape: Landscape, mode: str) -> list[MoveSpec]:
 
 class ReplayAdapter(TargetAdapter):
     kind = "replay"
+    uses_device = False  # a replayed measurement only sleeps its recorded time
     artifact_kind = "config"
 
     def __init__(self, spec):

@@ -362,11 +362,9 @@ def measure(req: dict, result_path: str, torch, torch_import_s: float) -> int:  
 
 
 def main(argv: list[str]) -> int:
-    """``request.json`` holds one request, or ``{"batch": [request, ...]}`` for several, each then
-    measured in a forked child of this process (batch.py)."""
+    """``request.json`` holds one request, or ``{"batch": [request, ...]}`` for several."""
     if len(argv) != 2:
-        print("usage: python -I -B kernel_harness.py request.json", file=sys.stderr)
-        return 2
+        return print("usage: python -I -B kernel_harness.py request.json", file=sys.stderr) or 2
     with open(argv[1], encoding="utf-8") as f:
         req = json.load(f)
     os.remove(argv[1])  # the nonces inside must not be readable by the candidate from disk
@@ -383,9 +381,9 @@ def main(argv: list[str]) -> int:
             (("checks", "kernel_checks"), ("integrity", "integrity"), ("timing", "timing"),
              ("cost", "cost"), ("fingerprint", "fingerprint"), ("correctness", "correctness")))
         Failure = checks.Failure
-        if entries is not None:
-            batch = _load_module("arbor_harness_batch", os.path.join(_HERE, "batch.py"))
-            return batch.run(entries, lambda r, path: measure(r, path, torch, torch_import_s))
+        if entries is not None:  # each measured in a forked child (batch.py)
+            return _load_module("arbor_harness_batch", os.path.join(_HERE, "batch.py")).run(
+                entries, lambda r, path: measure(r, path, torch, torch_import_s))
     except BaseException as e:  # noqa: BLE001  torch or a helper missing: report it as data
         for i, r in enumerate(entries if entries is not None else [req]):
             _RESULT = f"result-{i}.json" if entries is not None else "result.json"
