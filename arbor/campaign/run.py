@@ -17,6 +17,7 @@ from arbor.search_tree.store import Store
 from arbor.spec import CampaignSpec
 from arbor.targets import make_adapter, traits
 
+from . import changes
 from .agent_setup import build_agents
 from .context import Context
 from .graph import run_loop
@@ -44,6 +45,7 @@ class Summary:
     serving: dict | None = None  # serving campaigns: objective, Pareto improvement, both fronts
     llm: dict | None = None  # LLM agents: prompt/completion tokens and USD spent (None: no LLM calls)
     verified: dict | None = None  # final verification of the best: its node, speedups, median
+    failed: str | None = None  # why the campaign has no valid result (exit code 1), None when it has one
 
     def to_dict(self) -> dict:
         d = dict(self.__dict__)
@@ -76,12 +78,17 @@ def ensure_root(ctx: Context) -> None:
     ctx.store.append_event(ctx.cid, "campaign_created", {"target": ctx.target.describe()}, agent="loop")
 
 
-def run_campaign(spec: CampaignSpec, report: Callable[[str, dict], None], store: Store | None = None) -> Summary:
+def run_campaign(spec: CampaignSpec, report: Callable[[str, dict], None], store: Store | None = None,
+                 restart: bool = False, fork: str | None = None) -> Summary:
+    """Raises CampaignChanged when the stored campaign was measured under other fingerprints
+    (``changes.py``); ``restart``/``fork`` are the user's answers to that."""
     own_store = store is None
     store = store or open_store(spec.store_url())
     ctx = None
     try:
+        spec = changes.check(store, spec, restart=restart, fork=fork, report=report)
         ctx = build_context(spec, store, report)
+        changes.record(store, spec, ctx.cid)
         requeued = store.requeue_orphans(ctx.cid, STALE_LEASE_S, pid_alive=pid_alive)
         if requeued:
             report("requeued", {"nodes": requeued})
@@ -154,8 +161,22 @@ def summarize(store: Store, name: str, write_best_to: Path | None = None) -> Sum
                                 math.exp(best.value) if best and best.value is not None else None),
         ci=ci, best_node=best.id if best else None, counts=store.count_by_state(camp.id),
         measurements=store.measurement_count(camp.id), elapsed_s=camp.elapsed_s, best_path=path,
-        serving=serving, llm=llm, verified=verified,
+        serving=serving, llm=llm, verified=verified, failed=failure(camp, nodes),
     )
+
+
+def failure(camp, nodes) -> str | None:
+    """Why a campaign ended without a valid result: its baseline failed or was unstable, or no
+    candidate produced a valid measurement. None when there is a result (even "no win")."""
+    root = next((n for n in nodes if n.id == camp.root_node_id), None)
+    if root is None:
+        return "no baseline was measured"
+    if root.state in ("rejected", "failed"):
+        return f"baseline {root.diagnosis or root.state}"
+    others = [n for n in nodes if n.id != root.id]
+    if others and all(n.state == "failed" for n in others) and camp.status == "finished":
+        return "no candidate produced a valid measurement"
+    return None
 
 
 def _accepted_stats(store: Store, node_id: int) -> dict | None:

@@ -16,8 +16,15 @@ def run(spec_path: Path = typer.Argument(..., help="campaign YAML"),
         store_url: Optional[str] = typer.Option(None, "--store", help="override the store URL"),
         quiet: bool = typer.Option(False, "--quiet", "-q", help="only the final summary"),
         json_log: Optional[Path] = typer.Option(None, "--json-log", help="also write every event as JSON lines to this file"),
+        restart: bool = typer.Option(False, "--restart", help="the spec/problem/skills changed: archive the old nodes and start again under the same name"),
+        fork: Optional[str] = typer.Option(None, "--fork", metavar="NEW", help="the spec/problem/skills changed: run as a new campaign NEW beside the old one"),
         json_out: bool = JsonOpt) -> None:
-    """Run (or resume) a campaign until its budget or a stop condition."""
+    """Run (or resume) a campaign until its budget or a stop condition.
+
+    Exit codes: 0 finished with a result, 1 the campaign failed (baseline failed or unstable,
+    nothing valid) or changed since it was measured, 2 bad input, 130 interrupted."""
+    from arbor.campaign.changes import CampaignChanged
+
     from .terminal import Reporter, print_summary
 
     try:
@@ -45,7 +52,7 @@ def run(spec_path: Path = typer.Argument(..., help="campaign YAML"),
             if log:
                 log.write("run_started", {"store": spec.store_url(), "budget": spec.budget.model_dump()})
             with reporter:
-                summary = run_campaign(spec, tee(reporter, log) if log else reporter)
+                summary = run_campaign(spec, tee(reporter, log) if log else reporter, restart=restart, fork=fork)
             if log:
                 log.write("run_finished", summary.to_dict())
         except KeyboardInterrupt:
@@ -56,7 +63,9 @@ def run(spec_path: Path = typer.Argument(..., help="campaign YAML"),
             if log:
                 log.close()
     except user_errors() as exc:
-        fail(exc)
+        fail(exc, json_out=json_out)
+    except CampaignChanged as exc:
+        fail(exc, code=1, json_out=json_out)
     except KeyboardInterrupt:
         err.print("interrupted — everything measured so far is stored; run the same command to resume")
         raise typer.Exit(130)
@@ -64,3 +73,7 @@ def run(spec_path: Path = typer.Argument(..., help="campaign YAML"),
         print_json(summary.to_dict())
     else:
         print_summary(out, summary)
+        if summary.failed:
+            err.print(f"campaign failed: {summary.failed}")
+    if summary.failed:
+        raise typer.Exit(1)

@@ -89,6 +89,11 @@ class Reporter:
                 got = f"median {v['speedup']:.3f}x" if v["speedup"] is not None else f"[red]failed[/] {v['failed']}"
                 self.console.print(f"{t} [bold]verified[/] node {v['node_id']}: {got} of {runs or 'no'} "
                                    "measurement(s)", markup=True)
+        elif kind == "restarted":
+            self.console.print(f"{t} restarting: the old nodes are archived as campaign {data['archived_as']}",
+                               markup=False)
+        elif kind == "forked":
+            self.console.print(f"{t} forked from {data['from']}: {data['note']}", markup=False)
         elif kind in ("sandbox_warning", "sandbox_info"):  # isolation gaps, clock locks (arbor.campaign.sandbox_setup)
             from rich.markup import escape
 
