@@ -18,15 +18,15 @@ from .common import CampaignArg, CampaignOpt, JsonOpt, fail, out, print_json, us
 T = TypeVar("T")
 
 
-def _read(target: Optional[str], campaign: Optional[str], read: Callable[[Store, CampaignRecord], T]
-          ) -> tuple[CampaignRecord, T]:
+def _read(target: Optional[str], campaign: Optional[str], read: Callable[[Store, CampaignRecord], T],
+          json_out: bool = False) -> tuple[CampaignRecord, T]:
     """Open the campaign read-only, read what ``read`` returns, close; user errors exit 2."""
     try:
         _, store, camp = open_campaign(target, campaign)
         with closing(store):
             return camp, read(store, camp)
     except user_errors() as exc:
-        fail(exc)
+        fail(exc, json_out=json_out)
 
 
 def history(target: Optional[str] = CampaignArg, campaign: Optional[str] = CampaignOpt,
@@ -35,7 +35,7 @@ def history(target: Optional[str] = CampaignArg, campaign: Optional[str] = Campa
     from .history import history as rows_of
     from .terminal import history_table
 
-    camp, rows = _read(target, campaign, lambda store, camp: rows_of(store, camp.id))
+    camp, rows = _read(target, campaign, lambda store, camp: rows_of(store, camp.id), json_out)
     if json_out:
         print_json(rows)
     else:
@@ -48,7 +48,7 @@ def tree(target: Optional[str] = CampaignArg, campaign: Optional[str] = Campaign
     from .history import node_row, tree_lines
     from .terminal import print_tree
 
-    _, lines = _read(target, campaign, lambda store, camp: tree_lines(store, camp.id))
+    _, lines = _read(target, campaign, lambda store, camp: tree_lines(store, camp.id), json_out)
     if json_out:
         print_json([{**node_row(n), "indent": d, "best_path": p} for d, n, p in lines])
     else:
@@ -61,7 +61,15 @@ def show(node: int = typer.Argument(..., help="node id"), target: Optional[str] 
     from .history import show as show_node
     from .terminal import print_node
 
-    _, data = _read(target, campaign, lambda store, _: show_node(store, node))
+    def read_node(store: Store, camp: CampaignRecord) -> dict:
+        rec = store.get_node(node)
+        if rec is not None and rec.campaign_id != camp.id:  # node ids are per store, not per campaign
+            owner = store.get_campaign(campaign_id=rec.campaign_id)
+            raise StoreError(f"node {node} belongs to campaign {owner.name!r}, not {camp.name!r} — "
+                             f"pass --campaign {owner.name}")
+        return show_node(store, node)
+
+    _, data = _read(target, campaign, read_node, json_out)
     if json_out:
         print_json(data)
     else:
@@ -98,16 +106,24 @@ def best(target: Optional[str] = CampaignArg, campaign: Optional[str] = Campaign
 
 def query(sql: str = typer.Argument(..., help="one read-only SELECT statement"),
           target: Optional[str] = typer.Option(None, "--store", "-s", help="campaign YAML, store URL or arbor.db"),
-          json_out: bool = JsonOpt) -> None:
-    """Read-only SQL over the store (tables: campaigns, nodes, artifacts, measurements, verdicts, events, leases)."""
+          campaign: Optional[str] = CampaignOpt, json_out: bool = JsonOpt) -> None:
+    """Read-only SQL over the store. Stable views: v_nodes, v_measurements, v_verdicts (tables:
+    campaigns, nodes, artifacts, measurements, verdicts, events, leases). --campaign NAME: only its rows."""
     from .terminal import query_table
 
     try:
         _, store = open_source(target)
         with closing(store):
+            if campaign:
+                from arbor.campaign.source import resolve_campaign
+
+                from .query_scope import scoped
+
+                camp = resolve_campaign(store, campaign)
+                sql = scoped(sql, camp.id, sqlite=getattr(store, "is_sqlite", True))
             cols, rows = store.read_only_query(sql)
     except user_errors() as exc:
-        fail(exc)
+        fail(exc, json_out=json_out)
     if json_out:
         print_json([dict(zip(cols, r)) for r in rows])
     else:
