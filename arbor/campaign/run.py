@@ -68,14 +68,20 @@ def build_context(spec: CampaignSpec, store: Store, report: Callable[[str, dict]
 
 
 def ensure_root(ctx: Context) -> None:
-    if ctx.campaign.root_node_id is not None:
-        return
-    source = ctx.target.root_source()
-    sha = ctx.store.put_artifact(source, ctx.target.artifact_kind)
-    node = ctx.store.find_node(ctx.cid, sha) or ctx.store.add_node(
-        ctx.cid, sha, "baseline", hypothesis="the reference implementation (A/A: sets the noise floor)")
-    ctx.campaign = ctx.store.update_campaign(ctx.cid, root_node_id=node.id)
-    ctx.store.append_event(ctx.cid, "campaign_created", {"target": ctx.target.describe()}, agent="loop")
+    ctx.campaign = add_root(ctx.store, ctx.campaign, ctx.target)
+
+
+def add_root(store: Store, campaign, target):
+    """The baseline node (once per campaign); returns the campaign record."""
+    if campaign.root_node_id is not None:
+        return campaign
+    source = target.root_source()
+    sha = store.put_artifact(source, target.artifact_kind)
+    node = store.find_node(campaign.id, sha) or store.add_node(
+        campaign.id, sha, "baseline", hypothesis="the reference implementation (A/A: sets the noise floor)")
+    campaign = store.update_campaign(campaign.id, root_node_id=node.id)
+    store.append_event(campaign.id, "campaign_created", {"target": target.describe()}, agent="loop")
+    return campaign
 
 
 def run_campaign(spec: CampaignSpec, report: Callable[[str, dict], None], store: Store | None = None,

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import typer
 
-from . import campaigns, doctor, read, record, run, skills, views
+from . import campaigns, candidates, doctor, read, record, run, skills, views
 from .common import fail, user_errors
 
 __all__ = ["app", "main"]
@@ -24,6 +24,9 @@ app.command()(run.run)
 for command in (read.history, read.tree, read.show, read.best, read.query,
                 views.dashboard, views.report, views.export, doctor.doctor):
     app.command()(command)
+app.command("eval")(candidates.eval_)
+app.command()(candidates.enqueue)
+app.command()(candidates.retry)
 app.add_typer(campaigns.campaigns_app, name="campaigns")
 app.add_typer(skills.skills_app, name="skills")
 app.command()(record.record)

@@ -107,8 +107,10 @@ def best(target: Optional[str] = CampaignArg, campaign: Optional[str] = Campaign
 def query(sql: str = typer.Argument(..., help="one read-only SELECT statement"),
           target: Optional[str] = typer.Option(None, "--store", "-s", help="campaign YAML, store URL or arbor.db"),
           campaign: Optional[str] = CampaignOpt, json_out: bool = JsonOpt) -> None:
-    """Read-only SQL over the store. Stable views: v_nodes, v_measurements, v_verdicts (tables:
-    campaigns, nodes, artifacts, measurements, verdicts, events, leases). --campaign NAME: only its rows."""
+    """Read-only SQL over the store (stable views: v_nodes, v_measurements, v_verdicts).
+
+    Tables: campaigns, nodes, artifacts, measurements, verdicts, events, leases. With --campaign
+    NAME every table and view holds that campaign's rows only."""
     from .terminal import query_table
 
     try:
