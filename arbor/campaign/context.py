@@ -41,6 +41,8 @@ class Context:
     selection: Selection | None = None  # the orchestrator's pick, handed from select to propose
     index: TreeIndex | None = None  # incremental tree statistics (built on first use)
     llm: object | None = None  # LLMRuntime when any agent role uses an LLM (token/cost/failure stops)
+    step_walls: list[float] = field(default_factory=list)  # wall seconds of this process's steps (timing.py)
+    step_started: float | None = None
 
     def __post_init__(self) -> None:
         if self.index is None:

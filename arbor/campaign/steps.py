@@ -18,6 +18,7 @@ from arbor.agents.contracts import Judgement
 from arbor.search_tree.records import NodeRecord
 from arbor.search_tree.store import DuplicateArtifact
 
+from . import timing
 from .context import Context
 from .stopping import llm_stop_reason, stop_reason
 
@@ -40,13 +41,15 @@ def best_node(nodes: list[NodeRecord]) -> NodeRecord | None:
 
 # --- select ----------------------------------------------------------------------------
 def select(ctx: Context, state: LoopState) -> LoopState:
+    timing.mark_step(ctx)
     pending = [n.id for n in ctx.store.nodes(ctx.cid, states=PENDING)]
     if pending:  # finish what a previous step (or a dead process) left half-way
         return {"parent_id": None, "node_ids": pending, "stop_reason": None}
     idx = ctx.index
     idx.refresh(ctx.store)
     elapsed = ctx.flush_elapsed()
-    reason = stop_reason(ctx.spec.budget, idx, ctx.evaluations(), elapsed) or llm_stop_reason(ctx.llm)
+    reason = stop_reason(ctx.spec.budget, idx, ctx.evaluations(), elapsed, timing.ahead_s(ctx)) \
+        or llm_stop_reason(ctx.llm)
     if reason is None:
         # the index (just refreshed) rules out almost every sha without a query; the store confirms
         is_known = lambda sha: idx.has_artifact(sha) and ctx.store.find_node(ctx.cid, sha) is not None  # noqa: E731
@@ -116,7 +119,9 @@ def measure(ctx: Context, state: LoopState) -> LoopState:
         attempt = len(ctx.store.measurements(nid)) + 1
         purpose = _next_purpose(ctx, nid)
         ctx.store.start_running(nid, ctx.owner)
-        ctx.report("measuring", {"node": node, "attempt": attempt, "purpose": purpose})
+        ctx.report("measuring", {"node": node, "attempt": attempt, "purpose": purpose,
+                                 "expected_s": timing.expected(ctx)["measurement_s"] or None,
+                                 "eta_s": timing.eta_s(ctx, ctx.flush_elapsed())})
         stop = threading.Event()
         beat = threading.Thread(target=_heartbeat, args=(ctx, stop), daemon=True)
         beat.start()

@@ -63,7 +63,7 @@ def _verify(ctx: Context, node: NodeRecord, wanted: int, ref: tuple[float | None
     tries = 0
     while len(out.speedups) < wanted and tries < wanted:
         tries += 1
-        ctx.report("measuring", {"node": node, "attempt": len(ms) + 1, "purpose": "final"})
+        ctx.report("measuring", {"node": node, "attempt": len(ms) + 1, "purpose": "final", "phase": "verify"})
         result = ctx.target.measure(ctx.runner, ctx.source(node.artifact_sha))
         m = ctx.store.record_measurement(node.id, len(ms) + 1, "final", result, ctx.runner.name)
         ms.append(m)
@@ -102,8 +102,12 @@ def run_final_verification(ctx: Context) -> dict | None:
     ref = (_baseline_reference(ctx), ctx.spec.critic.reference_drift)
     done: dict[int, Verified] = {}
     queue = [accepted[0]]
+    skipped: list[int] = []
     while queue and len(done) < MAX_VERIFIED:
         node = queue.pop(0)
+        if done and not _time_for(ctx, node, wanted):  # the best's verification is reserved for
+            skipped.append(node.id)  # (timing.py); contenders only run while they still fit
+            break
         done[node.id] = v = _verify(ctx, node, wanted, ref)
         best = max((x.speedup for x in done.values() if x.speedup is not None), default=0.0)
         if v.failed and not queue:  # the best failed: the next node in line has to show it holds
@@ -115,10 +119,20 @@ def run_final_verification(ctx: Context) -> dict | None:
     outcome = {"wanted": wanted, "best": winner.node_id if winner else None,
                "speedup": winner.speedup if winner else None,
                "nodes": [asdict(v) | {"speedup": v.speedup} for v in done.values()]}
+    if skipped:
+        outcome["skipped_for_budget"] = skipped
     if read_final_verification(ctx.store, ctx.cid) != outcome:  # a re-run that changed nothing adds nothing
         ctx.store.append_event(ctx.cid, "final_verification", outcome, node_id=outcome["best"], agent="critic")
     ctx.report("final_verification", outcome)
     return outcome
+
+
+def _time_for(ctx: Context, node: NodeRecord, wanted: int) -> bool:
+    from . import timing
+
+    have = len([m for m in ctx.store.measurements(node.id) if m.status == "ok"])
+    need = max(0, wanted - have) * timing.expected(ctx)["measurement_s"]
+    return need <= timing.time_left(ctx)
 
 
 def read_final_verification(store, campaign_id: int) -> dict | None:  # type: ignore[no-untyped-def]

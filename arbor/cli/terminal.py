@@ -6,7 +6,8 @@ from __future__ import annotations
 import time
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.progress import (BarColumn, MofNCompleteColumn, Progress, ProgressColumn, SpinnerColumn, TextColumn,
+                           TimeElapsedColumn)
 from rich.table import Table
 from rich.text import Text
 
@@ -16,6 +17,23 @@ STATE_STYLE = {"accepted": "green", "rejected": "yellow", "failed": "red", "prun
 
 def _ms(s: float | None) -> str:
     return "—" if s is None else f"{s * 1e3:.3f} ms"
+
+
+def _dur(s: float) -> str:
+    return f"{s:.0f}s" if s < 120 else f"{s / 60:.0f}m"
+
+
+class InFlightColumn(ProgressColumn):
+    """What is measuring now and for how long (against its expected duration), and the ETA."""
+
+    def render(self, task) -> Text:
+        f = task.fields
+        if not f.get("what"):
+            return Text(task.description, style="dim")
+        ran = time.monotonic() - f["since"]
+        exp = f" / ~{_dur(f['expected'])}" if f.get("expected") else ""
+        eta = f"  ETA {_dur(f['eta'])}" if f.get("eta") is not None else ""
+        return Text(f"{f['what']} {_dur(ran)}{exp}{eta}", style="dim")
 
 
 class Reporter:
@@ -34,9 +52,10 @@ class Reporter:
         if not quiet and total is not None and console.is_terminal:
             self.progress = Progress(
                 SpinnerColumn(), TextColumn("[bold]evaluations"), BarColumn(), MofNCompleteColumn(),
-                TimeElapsedColumn(), TextColumn("{task.fields[best]}"), TextColumn("[dim]{task.description}"),
+                TimeElapsedColumn(), TextColumn("{task.fields[best]}"), InFlightColumn(),
                 console=console, transient=True)
-            self._task = self.progress.add_task("starting", total=total, completed=min(done, total), best="")
+            self._task = self.progress.add_task("starting", total=total, completed=min(done, total), best="",
+                                                what="", since=time.monotonic(), expected=None, eta=None)
 
     def __enter__(self) -> "Reporter":
         if self.progress is not None:
@@ -54,12 +73,14 @@ class Reporter:
             n = data["node"]
             if n.parent_id is not None and data["purpose"] == "primary":
                 self._started.add(n.id)
-            self.progress.update(self._task, description=f"measuring node {n.id}")
+            verb = "verifying" if data["purpose"] == "final" else "measuring"
+            self.progress.update(self._task, what=f"{verb} node {n.id}", since=time.monotonic(),
+                                 expected=data.get("expected_s"), eta=data.get("eta_s"))
         elif kind == "verdict" and data["node"].id in self._started:
             # an evaluation is a candidate measured at least once (as stopping.py counts them):
             # it counts when its first measurement has been judged
             self._started.discard(data["node"].id)
-            self.progress.update(self._task, advance=1, description="")
+            self.progress.update(self._task, advance=1, what="")
         elif kind == "new_best":
             self.progress.update(self._task, best=f"[green]best {data['node'].speedup:.3f}x")
 

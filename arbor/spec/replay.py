@@ -24,4 +24,8 @@ class ReplayTarget(TargetModel):
         description="recorded: the recorded campaign's skill moves; neighbours: one step along each "
                     "knob's values; any: set each knob to each of its values")
 
+    pace: float = Field(default=0.0, ge=0, le=10,
+                        description="sleep pace x each replayed measurement's recorded seconds: rehearses "
+                                    "wall-clock budgets (0: replay instantly)")
+
     summary: ClassVar[str] = "a recorded landscape"
