@@ -89,6 +89,28 @@ def _bar_row(t: Table, label: str, done: float, total: float | None, text: str, 
     t.add_row(label, bar if total else Text("(no budget)", style="dim"), text)
 
 
+def _inflight_row(t: Table, st: FeedState) -> None:
+    """The node measuring now with its elapsed time against the typical measurement, and an ETA
+    (evaluations left at the recent pace, capped by the wall budget left)."""
+    import statistics
+
+    typical = statistics.median(st.durations) if st.durations else None
+    now = utcnow()
+    running = [n for n in st.nodes.values() if n.state == "running"]
+    if running:
+        n = running[0]
+        ran = max(0.0, (now - (n.updated_at or now)).total_seconds())
+        t.add_row("now", Text(f"node {n.id} {node_label(n)}", overflow="ellipsis"),
+                  f"{hms(ran)}" + (f" / ~{hms(typical)}" if typical else ""))
+    b = st.budget
+    camp = st.campaign
+    if typical and camp is not None and camp.status == "running" and b.get("max_evaluations"):
+        left = max(0, b["max_evaluations"] - st.evaluations) * typical
+        if b.get("max_wall_s"):
+            left = min(left, max(0.0, b["max_wall_s"] - wall_seconds(st)))
+        t.add_row("ETA", Text(hms(left)), "")
+
+
 def progress_panel(st: FeedState, width: int, height: int) -> Panel:
     b = st.budget
     bar_w = max(8, min(60, width - 38))  # label 11 + value 19 + borders and padding
@@ -102,16 +124,19 @@ def progress_panel(st: FeedState, width: int, height: int) -> Panel:
     wall, max_wall = wall_seconds(st), b.get("max_wall_s")
     _bar_row(t, "wall time", wall, max_wall, f"{hms(wall)} / {hms(max_wall)}" if max_wall else hms(wall), bar_w)
     max_tokens = b.get("max_tokens")
-    _bar_row(t, "tokens", st.tokens, max_tokens,
-             f"{st.tokens:,}" + (f" / {max_tokens:,}" if max_tokens else ""), bar_w)
+    if max_tokens or st.tokens:  # heuristic agents spend none: the rows go to what runs now and the ETA
+        _bar_row(t, "tokens", st.tokens, max_tokens,
+                 f"{st.tokens:,}" + (f" / {max_tokens:,}" if max_tokens else ""), bar_w)
     max_cost = b.get("max_cost_usd")
-    _bar_row(t, "cost", st.cost_usd, max_cost,
-             f"${st.cost_usd:.4f}" + (f" / ${max_cost:.2f}" if max_cost else ""), bar_w)
+    if max_cost or st.cost_usd:
+        _bar_row(t, "cost", st.cost_usd, max_cost,
+                 f"${st.cost_usd:.4f}" + (f" / ${max_cost:.2f}" if max_cost else ""), bar_w)
     counts = Text()
     for state in ("accepted", "rejected", "failed", "pruned", "running", "queued", "measured", "proposed"):
         if st.counts.get(state):
             counts.append(f"{state} {st.counts[state]}  ", style=STATE_STYLE.get(state, ""))
     t.add_row("nodes", counts or Text("none yet", style="dim"), str(sum(st.counts.values())))
+    _inflight_row(t, st)
     best = st.best
     if best is not None:
         path = st.best_path()
