@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import typer
 
-from . import campaigns, candidates, doctor, read, record, run, skills, views
+from . import best, campaigns, candidates, doctor, read, record, run, skills, views
 from .common import fail, user_errors
 
 __all__ = ["app", "main"]
@@ -20,8 +20,22 @@ __all__ = ["app", "main"]
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Arbor: autonomous optimization of GPU/CPU kernels and serving configs.")
 
+
+def _version(value: bool) -> None:
+    if value:
+        from arbor import __version__
+
+        typer.echo(f"arbor {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _root(version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+                                       help="print the version and exit")) -> None:
+    """Arbor: autonomous optimization of GPU/CPU kernels and serving configs."""
+
 app.command()(run.run)
-for command in (read.history, read.tree, read.show, read.best, read.query,
+for command in (read.history, read.tree, read.show, best.best, read.query,
                 views.dashboard, views.report, views.export, doctor.doctor):
     app.command()(command)
 app.command("eval")(candidates.eval_)

@@ -1,10 +1,9 @@
-"""The read commands over a campaign's store: ``history``, ``tree``, ``show``, ``best`` and
-``query``. They open the store read-only (``arbor.campaign.source``)."""
+"""The read commands over a campaign's store: ``history``, ``tree``, ``show`` and ``query``
+(``best`` has its own module). They open the store read-only (``arbor.campaign.source``)."""
 
 from __future__ import annotations
 
 from contextlib import closing
-from pathlib import Path
 from typing import Callable, Optional, TypeVar
 
 import typer
@@ -74,34 +73,6 @@ def show(node: int = typer.Argument(..., help="node id"), target: Optional[str] 
         print_json(data)
     else:
         print_node(out, data)
-
-
-def best(target: Optional[str] = CampaignArg, campaign: Optional[str] = CampaignOpt,
-         output: Path = typer.Option(Path("best_modelnew.py"), "--output", "-o", help="where to write it"),
-         json_out: bool = JsonOpt) -> None:
-    """Write the best accepted ModelNew source (the final verification's, once there is one) to a file."""
-    from arbor.campaign.steps import best_node
-    from arbor.campaign.verify import read_final_verification
-
-    def write_best(store: Store, camp: CampaignRecord):
-        verified = read_final_verification(store, camp.id)
-        if verified and verified.get("best") is not None:
-            node, speedup = store.get_node(verified["best"]), verified["speedup"]
-        else:
-            node = best_node(store.nodes(camp.id))
-            speedup = node.speedup if node is not None else None
-        if node is None:
-            raise StoreError("no accepted node yet — let the campaign run first")
-        output.write_text(store.get_artifact(node.artifact_sha))
-        return node, speedup, verified
-
-    _, (node, speedup, verified) = _read(target, campaign, write_best)
-    info = {"node": node.id, "speedup": speedup, "verified": bool(verified and verified.get("best")),
-            "path": str(output.resolve())}
-    if json_out:
-        print_json(info)
-    else:
-        out.print(f"node {node.id} ({(speedup or 1.0):.3f}x) written to {output}")
 
 
 def query(sql: str = typer.Argument(..., help="one read-only SELECT statement"),
