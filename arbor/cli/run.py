@@ -16,6 +16,7 @@ def run(spec_path: Path = typer.Argument(..., help="campaign YAML"),
         store_url: Optional[str] = typer.Option(None, "--store", help="override the store URL"),
         quiet: bool = typer.Option(False, "--quiet", "-q", help="only the final summary"),
         json_log: Optional[Path] = typer.Option(None, "--json-log", help="also write every event as JSON lines to this file"),
+        save_result: Optional[Path] = typer.Option(None, "--save-result", metavar="FILE", help="write the summary as JSON (serving: per load level TTFT/TPOT/ITL mean, median, p99, throughput, goodput, failures)"),
         restart: bool = typer.Option(False, "--restart", help="the spec/problem/skills changed: archive the old nodes and start again under the same name"),
         fork: Optional[str] = typer.Option(None, "--fork", metavar="NEW", help="the spec/problem/skills changed: run as a new campaign NEW beside the old one"),
         json_out: bool = JsonOpt) -> None:
@@ -69,6 +70,10 @@ def run(spec_path: Path = typer.Argument(..., help="campaign YAML"),
     except KeyboardInterrupt:
         err.print("interrupted — everything measured so far is stored; run the same command to resume")
         raise typer.Exit(130)
+    if save_result is not None:
+        import json
+
+        save_result.write_text(json.dumps(summary.to_dict(), indent=2, default=str) + "\n")
     if json_out:
         print_json(summary.to_dict())
     else:

@@ -183,6 +183,9 @@ def print_node(console: Console, d: dict) -> None:
         console.print(f"speedup: {n['speedup']:.3f}x")
     for v in d["verdicts"]:
         console.print(f"verdict: {v['decision']} / {v['diagnosis']}: {v['reason']}")
+    from .terminal_serving import print_node_levels
+
+    print_node_levels(console, d["verdicts"])  # serving nodes: TTFT/TPOT/ITL per load level
     for m in d["measurements"]:
         b, c = m["baseline_samples"] or [], m["candidate_samples"] or []
         console.print(f"measurement #{m['attempt']} ({m['purpose']}, {m['status']}"

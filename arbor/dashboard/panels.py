@@ -64,10 +64,11 @@ def header(st: FeedState) -> Text:
     if camp is None:
         return t.append(" waiting for a campaign", style="bold")
     target = (camp.spec or {}).get("target") or {}
-    what = target.get("problem") or target.get("kind") or camp.kind
+    what = target.get("problem") or target.get("engine") or target.get("model") or ""
+    what = "" if what == camp.kind else what  # never "serving serving"
     device = target.get("device")
     t.append(f" {camp.name} ", style="bold")
-    t.append(f"· {camp.kind} {what}{' on ' + device if device else ''} · ")
+    t.append(f"· {camp.kind}{' ' + str(what) if what else ''}{' on ' + device if device else ''} · ")
     status_style = {"running": "bold cyan", "finished": "bold green", "interrupted": "bold yellow"}
     t.append(camp.status, style=status_style.get(camp.status, "bold"))
     t.append(f" · last write {ago(st.last_activity)}")
