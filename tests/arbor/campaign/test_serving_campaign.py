@@ -133,6 +133,9 @@ def test_serving_campaign_survives_ctrl_c_and_kill_9_and_finds_a_verified_improv
         assert col in out, col
     summary = out[out.index("stop reason"):]
     assert "throughput ratio" in summary and "speedup" not in summary
+    assert arbor("report", str(spec), "-o", "rep", cwd=tmp_path).returncode == 0
+    md = (tmp_path / "rep" / "report.md").read_text()
+    assert "Per load level: baseline" in md and "TTFT median ms" in md
     shown = arbor("show", "2", str(spec), cwd=tmp_path).stdout
     assert "this node per load level: latency (ms)" in shown and "TTFT" in shown
     saved = json.loads((tmp_path / "result.json").read_text())["serving"]
