@@ -245,6 +245,20 @@ def _subtree(st: FeedState, nid: int, show: set[int], on_path: set[int]) -> Tree
 
 
 # --- verdicts and activity ------------------------------------------------------------------
+def verdicts_full_panel(st: FeedState, width: int, height: int) -> Panel:
+    """The compact layout's verdict page: one line per verdict, its reason wrapped in full below."""
+    lines: list[Text] = []
+    for v in list(st.verdicts)[::-1][:max(1, height - 2)]:
+        n = st.nodes.get(v.node_id)
+        sp = verdict_stats(v).get("speedup")
+        head = Text(f"{clock(v.created_at)} node {v.node_id} {node_label(n) if n else '?'} ", style="bold")
+        head.append(v.decision, style=DECISION_STYLE.get(v.decision, ""))
+        head.append(f" {v.diagnosis}" + (f" {sp:.3f}x" if isinstance(sp, (int, float)) else ""))
+        lines += [head, Text("  " + (v.reason or ""))]
+    body = Group(*lines) if lines else Text("no verdict yet", style="dim")
+    return Panel(body, title="latest verdicts (Critic), reasons in full", border_style="yellow", height=height)
+
+
 def verdicts_panel(st: FeedState, width: int, height: int) -> Panel:
     rows = max(1, height - 3)
     t = Table(expand=True, box=None, padding=(0, 1), show_edge=False)
