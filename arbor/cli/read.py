@@ -32,13 +32,13 @@ def history(target: Optional[str] = CampaignArg, campaign: Optional[str] = Campa
             json_out: bool = JsonOpt) -> None:
     """Every node of the campaign in creation order."""
     from .history import history as rows_of
-    from .terminal import history_table
+    from .terminal import print_history
 
     camp, rows = _read(target, campaign, lambda store, camp: rows_of(store, camp.id), json_out)
     if json_out:
         print_json(rows)
     else:
-        out.print(history_table(rows, camp.name))
+        print_history(out, rows, camp.name)
 
 
 def tree(target: Optional[str] = CampaignArg, campaign: Optional[str] = CampaignOpt,

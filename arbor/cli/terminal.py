@@ -153,26 +153,70 @@ def print_summary(console: Console, s) -> None:
 
 
 def history_table(rows: list[dict], name: str) -> Table:
-    t = Table(title=f"{name}: {len(rows)} nodes")
-    for col in ("id", "parent", "state", "move", "speedup", "diagnosis", "reason"):
-        t.add_column(col, overflow="fold")
+    """Readable at 80 columns: move names are never split (the column is as wide as the longest,
+    up to 28, then cut with an ellipsis); the reason wraps at word boundaries."""
+    t = Table(title=f"{name}: {len(rows)} nodes", expand=True)
+    move_w = min(28, max([len(r["move"] or "(baseline)") for r in rows] + [4]))
+    t.add_column("id", no_wrap=True, justify="right")
+    t.add_column("parent", no_wrap=True, justify="right")
+    t.add_column("state", no_wrap=True)
+    t.add_column("move", no_wrap=True, overflow="ellipsis", min_width=move_w, max_width=28)
+    t.add_column("speedup", no_wrap=True, justify="right")
+    t.add_column("diagnosis", no_wrap=True, overflow="ellipsis", max_width=16)
+    t.add_column("reason", ratio=1, overflow="fold", min_width=12)
     for r in rows:
         t.add_row(str(r["id"]), str(r["parent"] or "—"), Text(r["state"], style=STATE_STYLE.get(r["state"], "")),
                   r["move"] or "(baseline)", f"{r['speedup']:.3f}x" if r["speedup"] else "—",
-                  r["diagnosis"] or "", (r["reason"] or "")[:90])
+                  r["diagnosis"] or "", (r["reason"] or "")[:160])
     return t
 
 
+def print_history(console: Console, rows: list[dict], name: str) -> None:
+    """The table where it fits (120 columns and more); below that one line per node and its reason
+    on the next, indented and wrapped at word boundaries — never a move name cut mid-word."""
+    if console.width >= 120:
+        console.print(history_table(rows, name))
+        return
+    from rich.padding import Padding
+
+    console.print(Text(f"{name}: {len(rows)} nodes", style="bold"))
+    move_w = min(28, max([len(r["move"] or "(baseline)") for r in rows] + [4]))
+    for r in rows:
+        line = Text(f"{r['id']:>4} ← {str(r['parent'] or '—'):>4}  ")
+        line.append(f"{r['state']:<9}", style=STATE_STYLE.get(r["state"], ""))
+        move = r["move"] or "(baseline)"
+        line.append(f"{move if len(move) <= move_w else move[:move_w - 1] + '…':<{move_w}}  ")
+        line.append(f"{r['speedup']:.3f}x  " if r["speedup"] else "     —  ")
+        line.append(r["diagnosis"] or "", style="dim")
+        console.print(line, soft_wrap=False, no_wrap=True, overflow="ellipsis")
+        if r["reason"]:
+            console.print(Padding(Text(r["reason"], style="dim"), (0, 0, 0, 13)), soft_wrap=False)
+
+
 def print_tree(console: Console, lines) -> None:
+    """Box-drawing branches (as the dashboard draws them), so siblings and their parents line up."""
+    from rich.tree import Tree
+
+    root: Tree | None = None
+    stack: list[Tree] = []
     for depth, n, on_path in lines:
-        star = "★ " if on_path else "  "
-        label = n.move_id or "baseline"
-        sp = f" {n.speedup:.3f}x" if n.speedup else ""
-        diag = f" ({n.diagnosis})" if n.diagnosis and n.state != "accepted" else ""
-        line = Text("  " * depth + star + f"[{n.id}] {label}")
-        line.append(f" {n.state}", style=STATE_STYLE.get(n.state, ""))
-        line.append(sp + diag)
-        console.print(line)
+        label = Text(("★ " if on_path else "") + f"[{n.id}] {n.move_id or 'baseline'}",
+                     style="bold" if on_path else "")
+        label.append(f" {n.state}", style=STATE_STYLE.get(n.state, ""))
+        if n.speedup:
+            label.append(f" {n.speedup:.3f}x")
+        if n.diagnosis and n.state != "accepted":
+            label.append(f" ({n.diagnosis})", style="dim")
+        if depth == 0 or not stack:
+            if root is not None:
+                console.print(root)
+            root = Tree(label, guide_style="dim")
+            stack = [root]
+            continue
+        del stack[depth:]
+        stack.append(stack[-1].add(label))
+    if root is not None:
+        console.print(root)
 
 
 def print_node(console: Console, d: dict) -> None:
