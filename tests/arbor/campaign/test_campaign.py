@@ -1,5 +1,6 @@
 """End-to-end campaigns through the real CLI, local runner and harness (small sizes)."""
 
+import json
 import os
 import signal
 import sqlite3
