@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import typer
 
-from . import best, campaigns, candidates, doctor, read, record, run, skills, views
+from . import best, campaigns, candidates, compare, doctor, read, record, run, skills, views
 from .common import fail, user_errors
 
 __all__ = ["app", "main"]
@@ -38,6 +38,7 @@ app.command()(run.run)
 for command in (read.history, read.tree, read.show, best.best, read.query,
                 views.dashboard, views.report, views.export, doctor.doctor):
     app.command()(command)
+app.command()(compare.compare)
 app.command("eval")(candidates.eval_)
 app.command()(candidates.enqueue)
 app.command()(candidates.retry)

@@ -92,3 +92,17 @@ def test_query_campaign_and_views(store_dir):
     assert _json("query", "SELECT * FROM v_measurements", "--store", "arbor.db", cwd=store_dir)[0] == 0
     code, err = _json("query", "DELETE FROM nodes", "--store", "arbor.db", cwd=store_dir)
     assert code == 2 and "read-only" in err["error"]
+
+
+def test_compare_two_campaigns(store_dir, tmp_path):
+    r = arbor("compare", "arbor.db", "arbor.db", "--campaign-a", "alpha", "--campaign-b", "beta",
+              "-o", str(tmp_path / "cmp"), "--json", cwd=store_dir)
+    assert r.returncode == 0, r.stderr
+    res = json.loads(r.stdout)
+    for s in (res["a"], res["b"]):
+        assert s["evaluations"] >= 1 and s["best_speedup"] and s["evals_to_best"] and s["families"]
+    md = (tmp_path / "cmp" / "compare.md").read_text()
+    assert "alpha vs beta" in md and "evaluations to best" in md and "![" in md
+    assert (tmp_path / "cmp" / "compare.png").read_bytes()[:4] == b"\x89PNG"
+    r = arbor("compare", "arbor.db", "arbor.db", cwd=store_dir)
+    assert r.returncode == 2 and "--campaign" in r.stderr  # several campaigns: pick one
