@@ -110,9 +110,20 @@ def check(store: Store, spec: CampaignSpec, restart: bool = False, fork: str | N
                                       "— pick another --fork name")
         source = store.get_campaign(spec.name)
         spec = spec.model_copy(update={"name": fork})
-        if target is None:
-            report("forked", {"from": source.name if source else None, "reused": 0,
-                              "note": "starting fresh: no measurement is reused"})
+        if target is None and source is not None:
+            from .fork import copy_measured, reusable
+
+            why = reusable(recorded(store, source.id), now)
+            reused = 0
+            if why is None:
+                from arbor.targets import make_adapter
+
+                camp = store.get_or_create_campaign(fork, make_adapter(spec).kind, spec.model_dump(mode="json"))
+                reused = copy_measured(store, source.id, camp.id, owner=f"fork-{source.id}")
+                store.append_event(camp.id, "forked", {"from": source.name, "reused": reused}, agent="loop")
+            note = (f"{reused} measured node(s) reused, to be judged again" if why is None
+                    else f"starting fresh: {why}, so no measurement is reused")
+            report("forked", {"from": source.name, "reused": reused, "note": note})
         return spec
     camp = store.get_campaign(spec.name)
     if camp is None:

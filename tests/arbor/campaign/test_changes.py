@@ -66,6 +66,12 @@ def test_edit_then_rerun_stops_until_restart_or_fork(tmp_path):
         assert names == ["ch", "ch2", "ch@archived-1"]
         archived = store.get_campaign("ch@archived-1")
         assert store.nodes(archived.id)  # the old nodes are kept
+        # only the Critic changed: the fork reused the measurements and judged them afresh
+        ch2 = store.get_campaign("ch2")
+        forked = store.events(ch2.id, kinds=["forked"])
+        assert forked and forked[0].payload["reused"] >= 2
+        copied = [n for n in store.nodes(ch2.id) if store.measurements(n.id)]
+        assert all(n.state in ("accepted", "rejected", "failed") for n in copied)
     finally:
         store.close()
     # the restarted campaign now resumes quietly under the new settings
@@ -79,6 +85,8 @@ def test_problem_edit_is_named(tmp_path):
     _landscape(tmp_path, base_runs=[_sp(1.0)] * 2)
     r = arbor("run", str(spec), "-q", cwd=tmp_path)
     assert r.returncode == 1 and "problem file (ch.json)" in r.stderr
+    r = arbor("run", str(spec), "--fork", "fresh", cwd=tmp_path)
+    assert r.returncode == 0 and "starting fresh: the problem file changed" in r.stdout, r.stdout + r.stderr
 
 
 def test_unstable_baseline_exits_1(tmp_path):
