@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 import copy
+import math
 import re
 from dataclasses import dataclass
 from functools import lru_cache
@@ -70,8 +71,13 @@ def _is_number(value: object) -> bool:
     return isinstance(value, (int, float, complex)) and not isinstance(value, bool)
 
 
+LITERAL_REL_TOL = 1e-7  # 0.7978845608 matches 0.7978845608028654: the same constant, spelled shorter
+
+
 def _const_equal(a: object, b: object) -> bool:
     if _is_number(a) and _is_number(b):
+        if isinstance(a, float) or isinstance(b, float):  # by value, within a tolerance
+            return math.isclose(a, b, rel_tol=LITERAL_REL_TOL, abs_tol=0.0)  # type: ignore[arg-type]
         return a == b  # 1 == 1.0: templates need not guess how the author spelled a constant
     return type(a) is type(b) and a == b
 
