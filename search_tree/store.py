@@ -73,6 +73,11 @@ class Store(ABC):
     @abstractmethod
     def add_elapsed(self, campaign_id: int, seconds: float) -> float: ...
 
+    def delete_campaign(self, campaign_id: int) -> int:
+        """Remove a campaign and everything recorded under it (``arbor campaigns rm``); returns
+        the number of nodes removed. Stores that keep an immutable history may refuse."""
+        raise StoreError("this store cannot delete campaigns — archive it with `arbor campaigns rename`")
+
     # --- artifacts ---------------------------------------------------------------------
     @abstractmethod
     def put_artifact(self, content: str, kind: str) -> str: ...

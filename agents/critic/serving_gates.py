@@ -178,6 +178,10 @@ def _median_levels(rounds: list[dict], side: str, cfg: ServingCriticConfig) -> l
             f"tpot_p{q}_ms": med(lambda lv: _pct(lv, "tpot_ms", q)),
             f"e2e_p{q}_ms": med(lambda lv: _pct(lv, "e2e_ms", q)),
             "meets_slo": sum(meets_slo(lv, cfg) for lv in lvs) * 2 > len(lvs),
+            "failed": med(lambda lv: lv.get("failed")),
+            # the columns of `vllm bench serve`: mean / median / p99 of each latency
+            **{f"{m}_{st}_ms": med(lambda lv, m=m, st=st: (lv.get(f"{m}_ms") or {}).get(st))
+               for m in ("ttft", "tpot", "itl", "e2e") for st in ("mean", "p50", "p99")},
         })
     return out
 
@@ -371,5 +375,11 @@ def judge_serving(ev: Evidence, raw: dict | None, cfg: CriticConfig, scfg: Servi
     ratio = sc.ratio if ev.previous_speedup is None else min(sc.ratio, ev.previous_speedup)
     confirmed = "" if ev.previous_speedup is None else f"; confirmed ({ev.previous_speedup:.3f}x before), kept the lower"
     reason = _describe(sc) + confirmed + (f" ({sc.note})" if sc.note else "")
-    return Judgement("accept", "improved", reason, "accepted", log.entries, stats, speedup=ratio,
+    # better than the baseline but not than its parent: accepted (it is a valid point of the
+    # tree), never called an improvement — priors learn from "improved" only
+    diagnosis = "improved"
+    if not ev.is_root and ev.parent_speedup > 1.0 and ratio < ev.parent_speedup:
+        diagnosis = "below_parent"
+        reason = f"slower than its parent ({ratio:.3f}x vs {ev.parent_speedup:.3f}x the baseline's throughput); " + reason
+    return Judgement("accept", diagnosis, reason, "accepted", log.entries, stats, speedup=ratio,
                      value=math.log(ratio))

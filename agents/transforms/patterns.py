@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 import copy
+import math
 import re
 from dataclasses import dataclass
 from functools import lru_cache

@@ -45,6 +45,8 @@ class Context:
     lease_lost: bool = False  # set by the heartbeat when another run took the campaign over
     parallel: object | None = None  # arbor.parallel.Parallel when executor.workers > 1 (None: serial)
     knowledge: dict = field(default_factory=dict)  # per-process cache of arbor/campaign/knowledge.py
+    step_walls: list[float] = field(default_factory=list)  # wall seconds of this process's steps (timing.py)
+    step_started: float | None = None
 
     def __post_init__(self) -> None:
         if self.index is None:

@@ -18,6 +18,7 @@ from arbor.search_tree.store import CampaignBusy, Store
 from arbor.spec import CampaignSpec
 from arbor.targets import make_adapter, traits
 
+from . import changes
 from .agent_setup import build_agents
 from .context import Context
 from .graph import run_loop
@@ -50,6 +51,7 @@ class Summary:
     llm: dict | None = None  # LLM agents: prompt/completion tokens and USD spent (None: no LLM calls)
     verified: dict | None = None  # final verification of the best: its node, speedups, median
     node_speedup: float | None = None  # the best node's Critic value (what history/tree/show say)
+    failed: str | None = None  # why the campaign has no valid result (exit code 1), None when it has one
 
     def to_dict(self) -> dict:
         d = dict(self.__dict__)
@@ -79,24 +81,35 @@ def build_context(spec: CampaignSpec, store: Store, report: Callable[[str, dict]
 
 
 def ensure_root(ctx: Context) -> None:
-    if ctx.campaign.root_node_id is not None:
-        return
-    source = ctx.target.root_source()
-    sha = ctx.store.put_artifact(source, ctx.target.artifact_kind)
-    node = ctx.store.find_node(ctx.cid, sha) or ctx.store.add_node(
-        ctx.cid, sha, "baseline", hypothesis="the reference implementation (A/A: sets the noise floor)")
-    ctx.campaign = ctx.store.update_campaign(ctx.cid, root_node_id=node.id)
-    ctx.store.append_event(ctx.cid, "campaign_created", {"target": ctx.target.describe()}, agent="loop")
+    ctx.campaign = add_root(ctx.store, ctx.campaign, ctx.target)
 
 
-def run_campaign(spec: CampaignSpec, report: Callable[[str, dict], None], store: Store | None = None) -> Summary:
+def add_root(store: Store, campaign, target):
+    """The baseline node (once per campaign); returns the campaign record."""
+    if campaign.root_node_id is not None:
+        return campaign
+    source = target.root_source()
+    sha = store.put_artifact(source, target.artifact_kind)
+    node = store.find_node(campaign.id, sha) or store.add_node(
+        campaign.id, sha, "baseline", hypothesis="the reference implementation (A/A: sets the noise floor)")
+    campaign = store.update_campaign(campaign.id, root_node_id=node.id)
+    store.append_event(campaign.id, "campaign_created", {"target": target.describe()}, agent="loop")
+    return campaign
+
+
+def run_campaign(spec: CampaignSpec, report: Callable[[str, dict], None], store: Store | None = None,
+                 restart: bool = False, fork: str | None = None) -> Summary:
+    """Raises CampaignChanged when the stored campaign was measured under other fingerprints
+    (``changes.py``); ``restart``/``fork`` are the user's answers to that."""
     target = make_adapter(spec)
     target.validate()  # a bad spec or problem is refused before any store file exists
     own_store = store is None
     store = store or open_store(spec.store_url())
     ctx = None
     try:
+        spec = changes.check(store, spec, restart=restart, fork=fork, report=report)
         ctx = build_context(spec, store, report, target)
+        changes.record(store, spec, ctx.cid)
         requeued = store.requeue_orphans(ctx.cid, STALE_LEASE_S, spec.budget.max_node_crashes, pid_alive=pid_alive)
         if requeued:
             report("requeued", {"nodes": requeued})
@@ -196,7 +209,22 @@ def summarize(store: Store, name: str, write_best_to: Path | None = None) -> Sum
         ci=ci, best_node=best.id if best else None, counts=store.count_by_state(camp.id),
         measurements=store.measurement_count(camp.id), elapsed_s=camp.elapsed_s, best_path=path,
         serving=serving, llm=llm, verified=verified, node_speedup=best.speedup if best else None,
+        failed=failure(camp, nodes),
     )
+
+
+def failure(camp, nodes) -> str | None:
+    """Why a campaign ended without a valid result: its baseline failed or was unstable, or no
+    candidate produced a valid measurement. None when there is a result (even "no win")."""
+    root = next((n for n in nodes if n.id == camp.root_node_id), None)
+    if root is None:
+        return "no baseline was measured"
+    if root.state in ("rejected", "failed"):
+        return f"baseline {root.diagnosis or root.state}"
+    others = [n for n in nodes if n.id != root.id]
+    if others and all(n.state == "failed" for n in others) and camp.status == "finished":
+        return "no candidate produced a valid measurement"
+    return None
 
 
 def _accepted_stats(store: Store, node_id: int) -> dict | None:

@@ -18,7 +18,7 @@ from arbor.agents.contracts import Judgement
 from arbor.search_tree.records import NodeRecord
 from arbor.search_tree.store import CampaignBusy, DuplicateArtifact
 
-from . import knowledge, store_retry
+from . import knowledge, store_retry, timing
 from .context import Context
 from .profiling import record_profile
 from .stopping import llm_stop_reason, stop_reason
@@ -42,6 +42,7 @@ def best_node(nodes: list[NodeRecord]) -> NodeRecord | None:
 
 # --- select ----------------------------------------------------------------------------
 def select(ctx: Context, state: LoopState) -> LoopState:
+    timing.mark_step(ctx)
     if ctx.lease_lost:  # we stalled past the stale limit and another run took over: it writes now
         raise CampaignBusy("this run stalled and another `arbor run` took the campaign over — "
                            "stopping here; the other run carries on")
@@ -53,7 +54,7 @@ def select(ctx: Context, state: LoopState) -> LoopState:
     idx.refresh(ctx.store)
     elapsed = ctx.flush_elapsed()
     evals = ctx.evaluations() + (ctx.parallel.pending_evaluations() if flying else 0)
-    reason = stop_reason(ctx.spec.budget, idx, evals, elapsed) or llm_stop_reason(ctx.llm)
+    reason = stop_reason(ctx.spec.budget, idx, evals, elapsed, timing.ahead_s(ctx)) or llm_stop_reason(ctx.llm)
     if (reason is not None or idx.root() is None) and flying:  # no new work: wait for what is in flight
         return {"parent_id": None, "node_ids": [], "stop_reason": None}
     if reason is None:
@@ -136,7 +137,9 @@ def measure(ctx: Context, state: LoopState) -> LoopState:
         if spilled is not None:
             purpose, result = spilled["purpose"], spilled["result"]
         else:
-            ctx.report("measuring", {"node": node, "attempt": attempt, "purpose": purpose})
+            ctx.report("measuring", {"node": node, "attempt": attempt, "purpose": purpose,
+                                     "expected_s": timing.expected(ctx)["measurement_s"] or None,
+                                     "eta_s": timing.eta_s(ctx, ctx.flush_elapsed())})
             stop = threading.Event()
             beat = threading.Thread(target=_heartbeat, args=(ctx, stop), daemon=True)
             beat.start()

@@ -9,9 +9,11 @@ FAILED_DIAGNOSES = {"compile_error", "runtime_error", "timeout", "oom", "harness
                     "startup_failed"}
 
 
-def stop_reason(budget: Budget, index: TreeIndex, evals: int, elapsed_s: float) -> str | None:
+def stop_reason(budget: Budget, index: TreeIndex, evals: int, elapsed_s: float, ahead_s: float = 0.0) -> str | None:
     """``evals`` counts candidates measured at least once (re-measurements and confirmations
-    finish a candidate already started and do not count against max_evaluations)."""
+    finish a candidate already started and do not count against max_evaluations). ``ahead_s``:
+    what the next step and the final verification are expected to take (``timing.py``); a step
+    that would not finish inside ``max_wall_s`` is not started."""
     root = index.root()
     if root is not None and root.state in ("rejected", "failed"):
         fix = ("quiet the machine or raise critic.max_cv" if root.diagnosis == "unstable"
@@ -21,6 +23,9 @@ def stop_reason(budget: Budget, index: TreeIndex, evals: int, elapsed_s: float) 
         return f"budget: {evals} evaluations (max_evaluations={budget.max_evaluations})"
     if elapsed_s >= budget.max_wall_s:
         return f"budget: {elapsed_s:.0f} s wall clock (max_wall_s={budget.max_wall_s:.0f})"
+    if ahead_s and elapsed_s + ahead_s > budget.max_wall_s:
+        return (f"budget: {elapsed_s:.0f} s used; the next step and the final verification (~{ahead_s:.0f} s) "
+                f"would not finish inside max_wall_s={budget.max_wall_s:.0f}")
     best = index.best_speedup()
     if budget.target_speedup is not None and best >= budget.target_speedup:
         return f"target reached: {best:.3f}x >= {budget.target_speedup}x"

@@ -90,7 +90,7 @@ def _final_results(ctx: Context, node: NodeRecord, attempt: int, missing: int) -
         jobs = [(node.id, attempt + i) for i in range(missing)]
         got = verify_measure(ctx, jobs)
         return [got[j] for j in jobs if j in got]
-    ctx.report("measuring", {"node": node, "attempt": attempt, "purpose": "final"})
+    ctx.report("measuring", {"node": node, "attempt": attempt, "purpose": "final", "phase": "verify"})
     if ctx.parallel is not None:
         from .parallel import verify_measure
 
@@ -123,8 +123,12 @@ def run_final_verification(ctx: Context) -> dict | None:
     ref = (_baseline_reference(ctx), drift_tolerance(ctx.noise_floor or 0.0, ctx.critic.config))
     done: dict[int, Verified] = {}
     queue = [accepted[0]]
+    skipped: list[int] = []
     while queue and len(done) < MAX_VERIFIED:
         node = queue.pop(0)
+        if done and not _time_for(ctx, node, wanted):  # the best's verification is reserved for
+            skipped.append(node.id)  # (timing.py); contenders only run while they still fit
+            break
         done[node.id] = v = _verify(ctx, node, wanted, ref)
         best = max((x.speedup for x in done.values() if x.speedup is not None), default=0.0)
         if v.failed and not queue:  # the best failed: the next node in line has to show it holds
@@ -136,10 +140,20 @@ def run_final_verification(ctx: Context) -> dict | None:
     outcome = {"wanted": wanted, "best": winner.node_id if winner else None,
                "speedup": winner.speedup if winner else None,
                "nodes": [asdict(v) | {"speedup": v.speedup} for v in done.values()]}
+    if skipped:
+        outcome["skipped_for_budget"] = skipped
     if read_final_verification(ctx.store, ctx.cid) != outcome:  # a re-run that changed nothing adds nothing
         ctx.store.append_event(ctx.cid, "final_verification", outcome, node_id=outcome["best"], agent="critic")
     ctx.report("final_verification", outcome)
     return outcome
+
+
+def _time_for(ctx: Context, node: NodeRecord, wanted: int) -> bool:
+    from . import timing
+
+    have = len([m for m in ctx.store.measurements(node.id) if m.status == "ok"])
+    need = max(0, wanted - have) * timing.expected(ctx)["measurement_s"]
+    return need <= timing.time_left(ctx)
 
 
 def read_final_verification(store, campaign_id: int) -> dict | None:  # type: ignore[no-untyped-def]

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import typer
 
-from . import doctor, knowledge, read, record, run, skills, suite, views
+from . import best, campaigns, candidates, compare, doctor, knowledge, read, record, run, skills, suite, views
 from .common import fail, user_errors
 
 __all__ = ["app", "main"]
@@ -20,10 +20,29 @@ __all__ = ["app", "main"]
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Arbor: autonomous optimization of GPU/CPU kernels and serving configs.")
 
+
+def _version(value: bool) -> None:
+    if value:
+        from arbor import __version__
+
+        typer.echo(f"arbor {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _root(version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+                                       help="print the version and exit")) -> None:
+    """Arbor: autonomous optimization of GPU/CPU kernels and serving configs."""
+
 app.command()(run.run)
-for command in (read.history, read.tree, read.show, read.best, read.query,
+for command in (read.history, read.tree, read.show, best.best, read.query,
                 views.dashboard, views.report, views.export, doctor.doctor):
     app.command()(command)
+app.command()(compare.compare)
+app.command("eval")(candidates.eval_)
+app.command()(candidates.enqueue)
+app.command()(candidates.retry)
+app.add_typer(campaigns.campaigns_app, name="campaigns")
 app.add_typer(skills.skills_app, name="skills")
 app.add_typer(knowledge.knowledge_app, name="knowledge")
 app.command()(knowledge.calibration)

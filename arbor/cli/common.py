@@ -32,13 +32,18 @@ def user_errors() -> tuple[type[BaseException], ...]:
     return (SpecError, ProblemError, SkillError, StoreError, SandboxError, SQLAlchemyError, KnowledgeError)
 
 
-def fail(exc: BaseException) -> NoReturn:
+def fail(exc: BaseException, code: int = 2, json_out: bool = False) -> NoReturn:
+    """One line per problem on stderr (or, with --json, one JSON object on stdout), then exit."""
     from arbor.search_tree.sql.errors import store_fault
 
     exc = store_fault(exc) or exc  # a database error escaping a command: one line, not a traceback
-    for line in str(exc).splitlines() or [type(exc).__name__]:
-        err.print(f"[bold red]error:[/] {line}", markup=True)
-    raise typer.Exit(2)
+    lines = str(exc).splitlines() or [type(exc).__name__]
+    if json_out:
+        print_json({"error": lines[0] if len(lines) == 1 else lines, "exit_code": code})
+    else:
+        for line in lines:
+            err.print(f"[bold red]error:[/] {line}", markup=True)
+    raise typer.Exit(code)
 
 
 def print_json(obj) -> None:

@@ -1,10 +1,9 @@
-"""The read commands over a campaign's store: ``history``, ``tree``, ``show``, ``best`` and
-``query``. They open the store read-only (``arbor.campaign.source``)."""
+"""The read commands over a campaign's store: ``history``, ``tree``, ``show`` and ``query``
+(``best`` has its own module). They open the store read-only (``arbor.campaign.source``)."""
 
 from __future__ import annotations
 
 from contextlib import closing
-from pathlib import Path
 from typing import Callable, Optional, TypeVar
 
 import typer
@@ -18,28 +17,28 @@ from .common import CampaignArg, CampaignOpt, JsonOpt, fail, out, print_json, us
 T = TypeVar("T")
 
 
-def _read(target: Optional[str], campaign: Optional[str], read: Callable[[Store, CampaignRecord], T]
-          ) -> tuple[CampaignRecord, T]:
+def _read(target: Optional[str], campaign: Optional[str], read: Callable[[Store, CampaignRecord], T],
+          json_out: bool = False) -> tuple[CampaignRecord, T]:
     """Open the campaign read-only, read what ``read`` returns, close; user errors exit 2."""
     try:
         _, store, camp = open_campaign(target, campaign)
         with closing(store):
             return camp, read(store, camp)
     except user_errors() as exc:
-        fail(exc)
+        fail(exc, json_out=json_out)
 
 
 def history(target: Optional[str] = CampaignArg, campaign: Optional[str] = CampaignOpt,
             json_out: bool = JsonOpt) -> None:
     """Every node of the campaign in creation order."""
     from .history import history as rows_of
-    from .terminal import history_table
+    from .terminal import print_history
 
-    camp, rows = _read(target, campaign, lambda store, camp: rows_of(store, camp.id))
+    camp, rows = _read(target, campaign, lambda store, camp: rows_of(store, camp.id), json_out)
     if json_out:
         print_json(rows)
     else:
-        out.print(history_table(rows, camp.name))
+        print_history(out, rows, camp.name)
 
 
 def tree(target: Optional[str] = CampaignArg, campaign: Optional[str] = CampaignOpt,
@@ -48,7 +47,7 @@ def tree(target: Optional[str] = CampaignArg, campaign: Optional[str] = Campaign
     from .history import node_row, tree_lines
     from .terminal import print_tree
 
-    _, lines = _read(target, campaign, lambda store, camp: tree_lines(store, camp.id))
+    _, lines = _read(target, campaign, lambda store, camp: tree_lines(store, camp.id), json_out)
     if json_out:
         print_json([{**node_row(n), "indent": d, "best_path": p} for d, n, p in lines])
     else:
@@ -61,53 +60,43 @@ def show(node: int = typer.Argument(..., help="node id"), target: Optional[str] 
     from .history import show as show_node
     from .terminal import print_node
 
-    _, data = _read(target, campaign, lambda store, _: show_node(store, node))
+    def read_node(store: Store, camp: CampaignRecord) -> dict:
+        rec = store.get_node(node)
+        if rec is not None and rec.campaign_id != camp.id:  # node ids are per store, not per campaign
+            owner = store.get_campaign(campaign_id=rec.campaign_id)
+            raise StoreError(f"node {node} belongs to campaign {owner.name!r}, not {camp.name!r} — "
+                             f"pass --campaign {owner.name}")
+        return show_node(store, node)
+
+    _, data = _read(target, campaign, read_node, json_out)
     if json_out:
         print_json(data)
     else:
         print_node(out, data)
 
 
-def best(target: Optional[str] = CampaignArg, campaign: Optional[str] = CampaignOpt,
-         output: Path = typer.Option(Path("best_modelnew.py"), "--output", "-o", help="where to write it"),
-         json_out: bool = JsonOpt) -> None:
-    """Write the best accepted ModelNew source (the final verification's, once there is one) to a file."""
-    from arbor.campaign.steps import best_node
-    from arbor.campaign.verify import read_final_verification
-
-    def write_best(store: Store, camp: CampaignRecord):
-        verified = read_final_verification(store, camp.id)
-        if verified and verified.get("best") is not None:
-            node, speedup = store.get_node(verified["best"]), verified["speedup"]
-        else:
-            node = best_node(store.nodes(camp.id))
-            speedup = node.speedup if node is not None else None
-        if node is None:
-            raise StoreError("no accepted node yet — let the campaign run first")
-        output.write_text(store.get_artifact(node.artifact_sha))
-        return node, speedup, verified
-
-    _, (node, speedup, verified) = _read(target, campaign, write_best)
-    info = {"node": node.id, "speedup": speedup, "verified": bool(verified and verified.get("best")),
-            "node_speedup": node.speedup, "path": str(output.resolve())}  # node_speedup: the Critic's value
-    if json_out:
-        print_json(info)
-    else:
-        out.print(f"node {node.id} ({(speedup or 1.0):.3f}x) written to {output}")
-
-
 def query(sql: str = typer.Argument(..., help="one read-only SELECT statement"),
           target: Optional[str] = typer.Option(None, "--store", "-s", help="campaign YAML, store URL or arbor.db"),
-          json_out: bool = JsonOpt) -> None:
-    """Read-only SQL over the store (tables: campaigns, nodes, artifacts, measurements, verdicts, events, leases)."""
+          campaign: Optional[str] = CampaignOpt, json_out: bool = JsonOpt) -> None:
+    """Read-only SQL over the store (stable views: v_nodes, v_measurements, v_verdicts).
+
+    Tables: campaigns, nodes, artifacts, measurements, verdicts, events, leases. With --campaign
+    NAME every table and view holds that campaign's rows only."""
     from .terminal import query_table
 
     try:
         _, store = open_source(target)
         with closing(store):
+            if campaign:
+                from arbor.campaign.source import resolve_campaign
+
+                from .query_scope import scoped
+
+                camp = resolve_campaign(store, campaign)
+                sql = scoped(sql, camp.id, sqlite=getattr(store, "is_sqlite", True))
             cols, rows = store.read_only_query(sql)
     except user_errors() as exc:
-        fail(exc)
+        fail(exc, json_out=json_out)
     if json_out:
         print_json([dict(zip(cols, r)) for r in rows])
     else:

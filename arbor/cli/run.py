@@ -18,8 +18,15 @@ def run(spec_path: Path = typer.Argument(..., help="campaign YAML"),
                                               "measurements in flight at once, one device (GPU or cores) each"),
         quiet: bool = typer.Option(False, "--quiet", "-q", help="only the final summary"),
         json_log: Optional[Path] = typer.Option(None, "--json-log", help="also write every event as JSON lines to this file"),
+        save_result: Optional[Path] = typer.Option(None, "--save-result", metavar="FILE", help="write the summary as JSON (serving: per load level TTFT/TPOT/ITL mean, median, p99, throughput, goodput, failures)"),
+        restart: bool = typer.Option(False, "--restart", help="the spec/problem/skills changed: archive the old nodes and start again under the same name"),
+        fork: Optional[str] = typer.Option(None, "--fork", metavar="NEW", help="the spec/problem/skills changed: run as a new campaign NEW beside the old one"),
         json_out: bool = JsonOpt) -> None:
-    """Run (or resume) a campaign until its budget or a stop condition."""
+    """Run (or resume) a campaign until its budget or a stop condition.
+
+    Exit codes: 0 finished with a result, 1 the campaign failed (baseline failed or unstable,
+    nothing valid) or changed since it was measured, 2 bad input, 130 interrupted."""
+    from arbor.campaign.changes import CampaignChanged
     from arbor.campaign.run_guard import signals_interrupt
     from arbor.search_tree.store import CampaignBusy
 
@@ -62,7 +69,7 @@ def run(spec_path: Path = typer.Argument(..., help="campaign YAML"),
             if log:
                 log.write("run_started", {"store": spec.store_url(), "budget": spec.budget.model_dump()})
             with reporter:
-                summary = run_campaign(spec, tee(reporter, log) if log else reporter)
+                summary = run_campaign(spec, tee(reporter, log) if log else reporter, restart=restart, fork=fork)
             if log:
                 log.write("run_finished", summary.to_dict())
         except KeyboardInterrupt:
@@ -76,7 +83,9 @@ def run(spec_path: Path = typer.Argument(..., help="campaign YAML"),
         err.print(f"[bold red]error:[/] {exc}", markup=True)
         raise typer.Exit(1)
     except user_errors() as exc:
-        fail(exc)
+        fail(exc, json_out=json_out)
+    except CampaignChanged as exc:
+        fail(exc, code=1, json_out=json_out)
     except KeyboardInterrupt:
         import signal
 
@@ -85,7 +94,15 @@ def run(spec_path: Path = typer.Argument(..., help="campaign YAML"),
         raise typer.Exit(128 + stop_signals[0] if stop_signals else 130)
     finally:
         guard.__exit__(None, None, None)
+    if save_result is not None:
+        import json
+
+        save_result.write_text(json.dumps(summary.to_dict(), indent=2, default=str) + "\n")
     if json_out:
         print_json(summary.to_dict())
     else:
         print_summary(out, summary)
+        if summary.failed:
+            err.print(f"campaign failed: {summary.failed}")
+    if summary.failed:
+        raise typer.Exit(1)

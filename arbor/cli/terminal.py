@@ -6,7 +6,8 @@ from __future__ import annotations
 import time
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.progress import (BarColumn, MofNCompleteColumn, Progress, ProgressColumn, SpinnerColumn, TextColumn,
+                           TimeElapsedColumn)
 from rich.table import Table
 from rich.text import Text
 
@@ -16,6 +17,23 @@ STATE_STYLE = {"accepted": "green", "rejected": "yellow", "failed": "red", "prun
 
 def _ms(s: float | None) -> str:
     return "—" if s is None else f"{s * 1e3:.3f} ms"
+
+
+def _dur(s: float) -> str:
+    return f"{s:.0f}s" if s < 120 else f"{s / 60:.0f}m"
+
+
+class InFlightColumn(ProgressColumn):
+    """What is measuring now and for how long (against its expected duration), and the ETA."""
+
+    def render(self, task) -> Text:
+        f = task.fields
+        if not f.get("what"):
+            return Text(task.description, style="dim")
+        ran = time.monotonic() - f["since"]
+        exp = f" / ~{_dur(f['expected'])}" if f.get("expected") else ""
+        eta = f"  ETA {_dur(f['eta'])}" if f.get("eta") is not None else ""
+        return Text(f"{f['what']} {_dur(ran)}{exp}{eta}", style="dim")
 
 
 class Reporter:
@@ -34,9 +52,10 @@ class Reporter:
         if not quiet and total is not None and console.is_terminal:
             self.progress = Progress(
                 SpinnerColumn(), TextColumn("[bold]evaluations"), BarColumn(), MofNCompleteColumn(),
-                TimeElapsedColumn(), TextColumn("{task.fields[best]}"), TextColumn("[dim]{task.description}"),
+                TimeElapsedColumn(), TextColumn("{task.fields[best]}"), InFlightColumn(),
                 console=console, transient=True)
-            self._task = self.progress.add_task("starting", total=total, completed=min(done, total), best="")
+            self._task = self.progress.add_task("starting", total=total, completed=min(done, total), best="",
+                                                what="", since=time.monotonic(), expected=None, eta=None)
 
     def __enter__(self) -> "Reporter":
         if self.progress is not None:
@@ -54,12 +73,14 @@ class Reporter:
             n = data["node"]
             if n.parent_id is not None and data["purpose"] == "primary":
                 self._started.add(n.id)
-            self.progress.update(self._task, description=f"measuring node {n.id}")
+            verb = "verifying" if data["purpose"] == "final" else "measuring"
+            self.progress.update(self._task, what=f"{verb} node {n.id}", since=time.monotonic(),
+                                 expected=data.get("expected_s"), eta=data.get("eta_s"))
         elif kind == "verdict" and data["node"].id in self._started:
             # an evaluation is a candidate measured at least once (as stopping.py counts them):
             # it counts when its first measurement has been judged
             self._started.discard(data["node"].id)
-            self.progress.update(self._task, advance=1, description="")
+            self.progress.update(self._task, advance=1, what="")
         elif kind == "new_best":
             self.progress.update(self._task, best=f"[green]best {data['node'].speedup:.3f}x")
 
@@ -97,6 +118,11 @@ class Reporter:
                 got = f"median {v['speedup']:.3f}x" if v["speedup"] is not None else f"[red]failed[/] {v['failed']}"
                 self.console.print(f"{t} [bold]verified[/] node {v['node_id']}: {got} of {runs or 'no'} "
                                    "measurement(s)", markup=True)
+        elif kind == "restarted":
+            self.console.print(f"{t} restarting: the old nodes are archived as campaign {data['archived_as']}",
+                               markup=False)
+        elif kind == "forked":
+            self.console.print(f"{t} forked from {data['from']}: {data['note']}", markup=False)
         elif kind in ("sandbox_warning", "sandbox_info"):  # isolation gaps, clock locks (arbor.campaign.sandbox_setup)
             from rich.markup import escape
 
@@ -139,26 +165,70 @@ def print_summary(console: Console, s) -> None:
 
 
 def history_table(rows: list[dict], name: str) -> Table:
-    t = Table(title=f"{name}: {len(rows)} nodes")
-    for col in ("id", "parent", "state", "move", "speedup", "diagnosis", "reason"):
-        t.add_column(col, overflow="fold")
+    """Readable at 80 columns: move names are never split (the column is as wide as the longest,
+    up to 28, then cut with an ellipsis); the reason wraps at word boundaries."""
+    t = Table(title=f"{name}: {len(rows)} nodes", expand=True)
+    move_w = min(28, max([len(r["move"] or "(baseline)") for r in rows] + [4]))
+    t.add_column("id", no_wrap=True, justify="right")
+    t.add_column("parent", no_wrap=True, justify="right")
+    t.add_column("state", no_wrap=True)
+    t.add_column("move", no_wrap=True, overflow="ellipsis", min_width=move_w, max_width=28)
+    t.add_column("speedup", no_wrap=True, justify="right")
+    t.add_column("diagnosis", no_wrap=True, overflow="ellipsis", max_width=16)
+    t.add_column("reason", ratio=1, overflow="fold", min_width=12)
     for r in rows:
         t.add_row(str(r["id"]), str(r["parent"] or "—"), Text(r["state"], style=STATE_STYLE.get(r["state"], "")),
                   r["move"] or "(baseline)", f"{r['speedup']:.3f}x" if r["speedup"] else "—",
-                  r["diagnosis"] or "", (r["reason"] or "")[:90])
+                  r["diagnosis"] or "", (r["reason"] or "")[:160])
     return t
 
 
+def print_history(console: Console, rows: list[dict], name: str) -> None:
+    """The table where it fits (120 columns and more); below that one line per node and its reason
+    on the next, indented and wrapped at word boundaries — never a move name cut mid-word."""
+    if console.width >= 120:
+        console.print(history_table(rows, name))
+        return
+    from rich.padding import Padding
+
+    console.print(Text(f"{name}: {len(rows)} nodes", style="bold"))
+    move_w = min(28, max([len(r["move"] or "(baseline)") for r in rows] + [4]))
+    for r in rows:
+        line = Text(f"{r['id']:>4} ← {str(r['parent'] or '—'):>4}  ")
+        line.append(f"{r['state']:<9}", style=STATE_STYLE.get(r["state"], ""))
+        move = r["move"] or "(baseline)"
+        line.append(f"{move if len(move) <= move_w else move[:move_w - 1] + '…':<{move_w}}  ")
+        line.append(f"{r['speedup']:.3f}x  " if r["speedup"] else "     —  ")
+        line.append(r["diagnosis"] or "", style="dim")
+        console.print(line, soft_wrap=False, no_wrap=True, overflow="ellipsis")
+        if r["reason"]:
+            console.print(Padding(Text(r["reason"], style="dim"), (0, 0, 0, 13)), soft_wrap=False)
+
+
 def print_tree(console: Console, lines) -> None:
+    """Box-drawing branches (as the dashboard draws them), so siblings and their parents line up."""
+    from rich.tree import Tree
+
+    root: Tree | None = None
+    stack: list[Tree] = []
     for depth, n, on_path in lines:
-        star = "★ " if on_path else "  "
-        label = n.move_id or "baseline"
-        sp = f" {n.speedup:.3f}x" if n.speedup else ""
-        diag = f" ({n.diagnosis})" if n.diagnosis and n.state != "accepted" else ""
-        line = Text("  " * depth + star + f"[{n.id}] {label}")
-        line.append(f" {n.state}", style=STATE_STYLE.get(n.state, ""))
-        line.append(sp + diag)
-        console.print(line)
+        label = Text(("★ " if on_path else "") + f"[{n.id}] {n.move_id or 'baseline'}",
+                     style="bold" if on_path else "")
+        label.append(f" {n.state}", style=STATE_STYLE.get(n.state, ""))
+        if n.speedup:
+            label.append(f" {n.speedup:.3f}x")
+        if n.diagnosis and n.state != "accepted":
+            label.append(f" ({n.diagnosis})", style="dim")
+        if depth == 0 or not stack:
+            if root is not None:
+                console.print(root)
+            root = Tree(label, guide_style="dim")
+            stack = [root]
+            continue
+        del stack[depth:]
+        stack.append(stack[-1].add(label))
+    if root is not None:
+        console.print(root)
 
 
 def print_node(console: Console, d: dict) -> None:
@@ -176,6 +246,9 @@ def print_node(console: Console, d: dict) -> None:
         console.print(f"speedup: {n['speedup']:.3f}x")
     for v in d["verdicts"]:
         console.print(f"verdict: {v['decision']} / {v['diagnosis']}: {v['reason']}")
+    from .terminal_serving import print_node_levels
+
+    print_node_levels(console, d["verdicts"])  # serving nodes: TTFT/TPOT/ITL per load level
     for m in d["measurements"]:
         b, c = m["baseline_samples"] or [], m["candidate_samples"] or []
         console.print(f"measurement #{m['attempt']} ({m['purpose']}, {m['status']}"

@@ -24,7 +24,7 @@ def print_serving(console: Console, s) -> None:
         console.print(f"best          {_num(sv.get('objective_candidate'), '{:.2f}')} req/s at the SLO  "
                       f"(node {s.best_node})")
         if s.speedup is not None:
-            console.print(f"improvement   {s.speedup:.3f}x {what}{ci}  (Critic-verified)")
+            console.print(f"throughput ratio {s.speedup:.3f}x ({what}){ci}  (Critic-verified)")
         ref = sv.get("reference_point") or [0, 0]
         console.print(f"Pareto        {sv.get('pareto_improvement_pct', 0.0):+.1f}% hypervolume vs the baseline "
                       f"(reference point {ref[0]:g} req/s, {ref[1]:.0f} ms)")
@@ -51,3 +51,42 @@ def print_serving(console: Console, s) -> None:
                     "ok" if c.get("meets_slo") else "miss"]
         t.add_row(*row)
     console.print(t)
+    print_levels(console, sv)
+
+
+def levels_tables(levels: list[dict], title: str) -> tuple[Table, Table]:
+    """Per load level, the numbers `vllm bench serve` prints: request and output-token throughput,
+    goodput and failures; TTFT/TPOT/ITL mean, median and p99 (ms). Two tables, so both fit 80
+    columns."""
+    thr = Table(title=f"{title}: throughput")
+    for col, justify in (("load", "left"), ("req/s", "right"), ("out tok/s", "right"), ("goodput req/s", "right"),
+                         ("failed", "right")):
+        thr.add_column(col, justify=justify)
+    lat = Table(title=f"{title}: latency (ms)")
+    for col, justify in (("load", "left"), ("metric", "left"), ("mean", "right"), ("median", "right"),
+                         ("p99", "right")):
+        lat.add_column(col, justify=justify)
+    for lv in levels:
+        label = lv.get("label", "?")
+        thr.add_row(label, _num(lv.get("req_s"), "{:.2f}"), _num(lv.get("out_tok_s"), "{:.0f}"),
+                    _num(lv.get("goodput_req_s"), "{:.2f}"), _num(lv.get("failed"), "{:.0f}"))
+        for m in ("ttft", "tpot", "itl"):
+            lat.add_row(label if m == "ttft" else "", m.upper(),
+                        *(_num(lv.get(f"{m}_{st}_ms"), "{:.1f}") for st in ("mean", "p50", "p99")))
+    return thr, lat
+
+
+def print_levels(console: Console, sv: dict, candidate: str = "best") -> None:
+    for key, title in (("levels_baseline", "baseline"), ("levels_candidate", candidate)):
+        if sv.get(key) and not (key == "levels_candidate" and sv.get("best_is_baseline")):
+            for table in levels_tables(sv[key], f"{title} per load level"):
+                console.print(table)
+
+
+def print_node_levels(console: Console, verdicts: list[dict]) -> None:
+    """``arbor show`` of a serving node: the per-level tables of its latest measured verdict."""
+    for v in reversed(verdicts):
+        stats = next((g["stats"] for g in v.get("gates") or [] if isinstance(g, dict) and "stats" in g), None)
+        if stats and stats.get("levels_candidate"):
+            print_levels(console, {**stats, "best_is_baseline": False}, candidate="this node")
+            return

@@ -28,10 +28,19 @@ def dashboard(target: Optional[str] = CampaignArg, campaign: Optional[str] = Cam
                                              help="seconds between polls of the store (0.1-1)"),
               width: Optional[int] = typer.Option(None, "--width", min=40, help="frame width (--once/--svg)"),
               height: Optional[int] = typer.Option(None, "--height", min=10, help="frame height (--once/--svg)"),
+              page: Optional[str] = typer.Option(None, "--page", help="compact layout (under 110x44): the page for "
+                                                 "--once/--svg (environment, score, tree, verdicts, activity)"),
               ) -> None:
-    """Live read-only view of a running or finished campaign (attach from another terminal)."""
+    """Live read-only view of a running or finished campaign (attach from another terminal).
+
+    Under 110 columns by 44 rows the progress stays on top and the other panels are pages:
+    keys 1-5 pick one, Tab the next, 0 lets them turn every few seconds."""
     from arbor.dashboard import CampaignFeed, render_frame, run_live
 
+    from arbor.dashboard.app import PAGE_NAMES
+
+    if page is not None and page not in PAGE_NAMES:
+        fail(ValueError(f"--page {page!r}: use one of {', '.join(PAGE_NAMES)}"))
     feed = None
     try:
         feed = CampaignFeed(resolve_source(target, campaign))
@@ -39,12 +48,13 @@ def dashboard(target: Optional[str] = CampaignArg, campaign: Optional[str] = Cam
             w, h = width or 150, height or 46
             console = Console(record=True, width=w, height=h, file=io.StringIO(), force_terminal=True,
                               color_system="truecolor")
-            render_frame(feed, console, width=w, height=h)
+            render_frame(feed, console, width=w, height=h, page=page)
             svg.parent.mkdir(parents=True, exist_ok=True)
             svg.write_text(console.export_svg(title=f"arbor dashboard {target or ''}".strip()), encoding="utf-8")
             out.print(f"wrote {svg}")
         elif once:
-            render_frame(feed, Console(highlight=False, width=width, height=height), width=width, height=height)
+            render_frame(feed, Console(highlight=False, width=width, height=height), width=width, height=height,
+                         page=page)
         else:
             run_live(feed, Console(highlight=False), interval=interval)
     except user_errors() as exc:

@@ -18,6 +18,8 @@ from .environment import env_panel
 from .feed import CampaignFeed
 
 WIDE = 110  # below this many columns the panels stack in one column
+TALL = 44  # below this many rows (and WIDE columns) one page at a time: the compact layout
+PAGE_S = 8.0  # the compact layout turns the page this often unless a key picked one
 TICK_S = 0.1
 IDLE_REPAINT_S = 5.0
 
@@ -25,9 +27,25 @@ IDLE_REPAINT_S = 5.0
 class Dashboard:
     """A renderable that lays the panels out for whatever size it is drawn at."""
 
-    def __init__(self, feed: CampaignFeed, interval: float = 1.0):
+    def __init__(self, feed: CampaignFeed, interval: float = 1.0, page: str | None = None):
         self.feed = feed
         self.interval = interval
+        self.page = page  # None: pages turn by themselves in the compact layout
+        self.started = time.monotonic()
+
+    def current_page(self) -> int:
+        if self.page is not None:
+            return PAGE_NAMES.index(self.page)
+        return int((time.monotonic() - self.started) / PAGE_S) % len(PAGES)
+
+    def key(self, ch: str) -> None:
+        """1-6 picks a page, Tab / n / space the next one, 0 lets them turn again."""
+        if ch in "123456" and int(ch) <= len(PAGES):
+            self.page = PAGE_NAMES[int(ch) - 1]
+        elif ch in ("\t", "n", " "):
+            self.page = PAGE_NAMES[(self.current_page() + 1) % len(PAGES)]
+        elif ch == "0":
+            self.page, self.started = None, time.monotonic()
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         width = options.max_width
@@ -49,7 +67,16 @@ class Dashboard:
 
         head = Layout(panels.header(st), size=1)
         foot = Layout(panels.footer(st, self.interval), size=1)
-        if width >= WIDE:
+        if width < WIDE and height < TALL:
+            i = self.current_page()
+            name, build = PAGES[i]
+            tabs = "  ".join(f"[{k + 1}] {n}" if k != i else f"[{k + 1}] {n.upper()}" for k, (n, _) in enumerate(PAGES))
+            from rich.text import Text
+
+            nav = Layout(Text(f" {tabs}  ·  Tab: next, 0: cycle", style="bold", no_wrap=True, overflow="ellipsis"),
+                         size=1)
+            root.split_column(head, region(panels.progress_panel, size=9), nav, region(build, ratio=1), foot)
+        elif width >= WIDE:
             top = Layout(size=9)
             top.split_row(region(panels.progress_panel, ratio=3), region(env_panel, ratio=2))
             mid = Layout(ratio=1)
@@ -65,27 +92,42 @@ class Dashboard:
         return root
 
 
+PAGES = [("environment", env_panel), ("score", panels.score_panel), ("tree", panels.tree_panel),
+         ("verdicts", panels.verdicts_full_panel), ("activity", panels.activity_panel)]
+PAGE_NAMES = [n for n, _ in PAGES]
+
+
 def render_frame(feed: CampaignFeed, console: Console, *, width: int | None = None,
-                 height: int | None = None, poll: bool = True) -> None:
-    """Poll once and print one frame (``--once``, screenshots, tests with a recording Console)."""
+                 height: int | None = None, poll: bool = True, page: str | None = None) -> None:
+    """Poll once and print one frame (``--once``, screenshots, tests with a recording Console);
+    ``page`` picks the compact layout's page (default the first)."""
     if poll:
         feed.poll()
     w = width or console.width
     h = height or console.height
-    console.print(Dashboard(feed).layout(w, h), width=w, height=h)
+    console.print(Dashboard(feed, page=page or PAGE_NAMES[0]).layout(w, h), width=w, height=h)
 
 
 def run_live(feed: CampaignFeed, console: Console, interval: float = 1.0,
              max_seconds: float | None = None) -> None:
     """Repaint until Ctrl-C (or ``max_seconds``). Each poll reads only what changed."""
     interval = min(max(interval, 0.1), 1.0)
+    from .keys import Keys
+
     dash = Dashboard(feed, interval)
     started = time.monotonic()
-    with Live(dash, console=console, screen=True, auto_refresh=False, transient=False) as live:
+    with Live(dash, console=console, screen=True, auto_refresh=False, transient=False) as live, Keys() as keys:
         next_poll = last_paint = 0.0
         size = console.size
+        page = dash.current_page()
         while max_seconds is None or time.monotonic() - started < max_seconds:
             now = time.monotonic()
+            for ch in keys.read():
+                dash.key(ch)
+            if dash.current_page() != page:  # a key, or the compact layout's page turned
+                page = dash.current_page()
+                live.refresh()
+                last_paint = now
             if now >= next_poll:
                 changed = feed.poll()
                 next_poll = now + interval

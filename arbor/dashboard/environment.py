@@ -74,7 +74,8 @@ def env_panel(st: FeedState, width: int, height: int) -> Panel:
         cores = f" · {fp['cpu_affinity']} cores" if fp.get("cpu_affinity") else ""
         threads = f" · {fp['num_threads']} thread(s)" if fp.get("num_threads") else ""
         t.add_row("device", f"{dev} · {name}{cores}{threads}")
-        t.add_row("host", f"{fp.get('host', '?')} · torch {fp.get('torch', '?')} · python {fp.get('python', '?')}")
+        host = [fp.get("host", "?")] + [f"{k} {fp[k]}" for k in ("torch", "python") if fp.get(k)]
+        t.add_row("host", " · ".join(host))  # a serving measurement runs no torch of its own
         t.add_row("clocks", clocks_line(fp))
         temp = _find(fp, "temperature_c", "gpu_temperature_c", "temp_c", "gpu_temp_c")
         power = _find(fp, "power_w")

@@ -79,6 +79,7 @@ class FeedState:
     measurement_count: int = 0
     fingerprint: dict = field(default_factory=dict)
     last_measurement: MeasurementRecord | None = None
+    durations: deque = field(default_factory=lambda: deque(maxlen=50))  # recent measurement seconds (ETA)
     last_activity: datetime | None = None  # newest write seen (UTC, naive like the store)
     poll: PollStats = field(default_factory=PollStats)
 
@@ -249,6 +250,8 @@ class CampaignFeed:
             if m.fingerprint:
                 st.fingerprint = m.fingerprint
             st.last_measurement = m
+            if m.duration_s:
+                st.durations.append(m.duration_s)
             st.poll.changed += 1
             self._touch(m.created_at)
         # the root is known once nodes are loaded; never count it as an evaluation

@@ -64,10 +64,11 @@ def header(st: FeedState) -> Text:
     if camp is None:
         return t.append(" waiting for a campaign", style="bold")
     target = (camp.spec or {}).get("target") or {}
-    what = target.get("problem") or target.get("kind") or camp.kind
+    what = target.get("problem") or target.get("engine") or target.get("model") or ""
+    what = "" if what == camp.kind else what  # never "serving serving"
     device = target.get("device")
     t.append(f" {camp.name} ", style="bold")
-    t.append(f"· {camp.kind} {what}{' on ' + device if device else ''} · ")
+    t.append(f"· {camp.kind}{' ' + str(what) if what else ''}{' on ' + device if device else ''} · ")
     status_style = {"running": "bold cyan", "finished": "bold green", "interrupted": "bold yellow"}
     t.append(camp.status, style=status_style.get(camp.status, "bold"))
     t.append(f" · last write {ago(st.last_activity)}")
@@ -89,6 +90,28 @@ def _bar_row(t: Table, label: str, done: float, total: float | None, text: str, 
     t.add_row(label, bar if total else Text("(no budget)", style="dim"), text)
 
 
+def _inflight_row(t: Table, st: FeedState) -> None:
+    """The node measuring now with its elapsed time against the typical measurement, and an ETA
+    (evaluations left at the recent pace, capped by the wall budget left)."""
+    import statistics
+
+    typical = statistics.median(st.durations) if st.durations else None
+    now = utcnow()
+    running = [n for n in st.nodes.values() if n.state == "running"]
+    if running:
+        n = running[0]
+        ran = max(0.0, (now - (n.updated_at or now)).total_seconds())
+        t.add_row("now", Text(f"node {n.id} {node_label(n)}", overflow="ellipsis"),
+                  f"{hms(ran)}" + (f" / ~{hms(typical)}" if typical else ""))
+    b = st.budget
+    camp = st.campaign
+    if typical and camp is not None and camp.status == "running" and b.get("max_evaluations"):
+        left = max(0, b["max_evaluations"] - st.evaluations) * typical
+        if b.get("max_wall_s"):
+            left = min(left, max(0.0, b["max_wall_s"] - wall_seconds(st)))
+        t.add_row("ETA", Text(hms(left)), "")
+
+
 def progress_panel(st: FeedState, width: int, height: int) -> Panel:
     b = st.budget
     bar_w = max(8, min(60, width - 38))  # label 11 + value 19 + borders and padding
@@ -102,16 +125,19 @@ def progress_panel(st: FeedState, width: int, height: int) -> Panel:
     wall, max_wall = wall_seconds(st), b.get("max_wall_s")
     _bar_row(t, "wall time", wall, max_wall, f"{hms(wall)} / {hms(max_wall)}" if max_wall else hms(wall), bar_w)
     max_tokens = b.get("max_tokens")
-    _bar_row(t, "tokens", st.tokens, max_tokens,
-             f"{st.tokens:,}" + (f" / {max_tokens:,}" if max_tokens else ""), bar_w)
+    if max_tokens or st.tokens:  # heuristic agents spend none: the rows go to what runs now and the ETA
+        _bar_row(t, "tokens", st.tokens, max_tokens,
+                 f"{st.tokens:,}" + (f" / {max_tokens:,}" if max_tokens else ""), bar_w)
     max_cost = b.get("max_cost_usd")
-    _bar_row(t, "cost", st.cost_usd, max_cost,
-             f"${st.cost_usd:.4f}" + (f" / ${max_cost:.2f}" if max_cost else ""), bar_w)
+    if max_cost or st.cost_usd:
+        _bar_row(t, "cost", st.cost_usd, max_cost,
+                 f"${st.cost_usd:.4f}" + (f" / ${max_cost:.2f}" if max_cost else ""), bar_w)
     counts = Text()
     for state in ("accepted", "rejected", "failed", "pruned", "running", "queued", "measured", "proposed"):
         if st.counts.get(state):
             counts.append(f"{state} {st.counts[state]}  ", style=STATE_STYLE.get(state, ""))
     t.add_row("nodes", counts or Text("none yet", style="dim"), str(sum(st.counts.values())))
+    _inflight_row(t, st)
     best = st.best
     if best is not None:
         path = st.best_path()
@@ -219,6 +245,20 @@ def _subtree(st: FeedState, nid: int, show: set[int], on_path: set[int]) -> Tree
 
 
 # --- verdicts and activity ------------------------------------------------------------------
+def verdicts_full_panel(st: FeedState, width: int, height: int) -> Panel:
+    """The compact layout's verdict page: one line per verdict, its reason wrapped in full below."""
+    lines: list[Text] = []
+    for v in list(st.verdicts)[::-1][:max(1, height - 2)]:
+        n = st.nodes.get(v.node_id)
+        sp = verdict_stats(v).get("speedup")
+        head = Text(f"{clock(v.created_at)} node {v.node_id} {node_label(n) if n else '?'} ", style="bold")
+        head.append(v.decision, style=DECISION_STYLE.get(v.decision, ""))
+        head.append(f" {v.diagnosis}" + (f" {sp:.3f}x" if isinstance(sp, (int, float)) else ""))
+        lines += [head, Text("  " + (v.reason or ""))]
+    body = Group(*lines) if lines else Text("no verdict yet", style="dim")
+    return Panel(body, title="latest verdicts (Critic), reasons in full", border_style="yellow", height=height)
+
+
 def verdicts_panel(st: FeedState, width: int, height: int) -> Panel:
     rows = max(1, height - 3)
     t = Table(expand=True, box=None, padding=(0, 1), show_edge=False)

@@ -128,6 +128,29 @@ def _sections(d: ReportData, pngs: dict[str, bytes | None]) -> list[tuple[str, s
     return out
 
 
+LEVEL_HEAD = ["load", "req/s", "out tok/s", "goodput req/s", "failed"] + [
+    f"{m} {st} ms" for m in ("TTFT", "TPOT", "ITL") for st in ("mean", "median", "p99")]
+
+
+def level_tables(d: ReportData) -> list[tuple[str, list[list[str]]]]:
+    """Serving: per load level, the columns of `vllm bench serve` for the baseline and the best
+    (medians over the interleaved rounds of the best's accepted measurement)."""
+    best = d.best if d.best is not None and d.best.parent_id is not None else None
+    stats = d.final_stats(best.id) if best is not None else (d.final_stats(d.root.id) if d.root else {})
+    out = []
+    for key, title in (("levels_baseline", "baseline"), ("levels_candidate", f"best (node {best.id})" if best else "")):
+        levels = stats.get(key) or []
+        if not levels or not title:
+            continue
+        num = lambda v, f="{:.1f}": "—" if v is None else f.format(v)  # noqa: E731
+        rows = [[str(lv.get("label", "?")), num(lv.get("req_s"), "{:.2f}"), num(lv.get("out_tok_s"), "{:.0f}"),
+                 num(lv.get("goodput_req_s"), "{:.2f}"), num(lv.get("failed"), "{:.0f}")]
+                + [num(lv.get(f"{m}_{st}_ms")) for m in ("ttft", "tpot", "itl") for st in ("mean", "p50", "p99")]
+                for lv in levels]
+        out.append((f"Per load level: {title}", rows))
+    return out
+
+
 def render_html(d: ReportData, pngs: dict[str, bytes | None], generated: str) -> str:
     parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>Arbor report: {html.escape(d.campaign.name)}"
              f"</title><style>{CSS}</style></head><body>",
@@ -147,6 +170,8 @@ def render_html(d: ReportData, pngs: dict[str, bytes | None], generated: str) ->
     for cap, head, rows in knowledge_tables(d.warm_start, d.calibration):
         parts += [f"<h2>{'Warm start' if cap.startswith('Warm') else 'Calibration'}</h2>",
                   f"<p>{html.escape(cap)}</p>", _html_table(head, rows)]
+    for title, rows in level_tables(d):
+        parts += [f"<h2>{html.escape(title)}</h2>", _html_table(LEVEL_HEAD, rows, set(range(1, len(LEVEL_HEAD))))]
     head, rows = candidate_rows(d)
     parts += ["<h2>Top candidates</h2>",
               "<p class=muted>Speedups and confidence intervals are the Critic's (paired bootstrap over "
@@ -177,6 +202,8 @@ def render_markdown(d: ReportData, pngs: dict[str, bytes | None], files: dict[st
     for cap, head, rows in knowledge_tables(d.warm_start, d.calibration):
         parts += ["", f"## {'Warm start' if cap.startswith('Warm') else 'Calibration'}", "", cap, "",
                   _md_table(head, rows)]
+    for title, rows in level_tables(d):
+        parts += ["", f"## {title}", "", _md_table(LEVEL_HEAD, rows)]
     head, rows = candidate_rows(d)
     parts += ["", "## Top candidates", "", _md_table(head, rows), "", "## Best artifact", ""]
     if d.best is None or d.best_source is None:

@@ -27,4 +27,8 @@ class ReplayTarget(TargetModel):
                               description="sleep each replayed measurement's recorded duration times this "
                                           "(0: instant); simulates measurement time for parallel benchmarks")
 
+    pace: float = Field(default=0.0, ge=0, le=10,
+                        description="sleep pace x each replayed measurement's recorded seconds: rehearses "
+                                    "wall-clock budgets (0: replay instantly)")
+
     summary: ClassVar[str] = "a recorded landscape"

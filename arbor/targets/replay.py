@@ -129,6 +129,8 @@ class ReplayAdapter(TargetAdapter):
         sha = artifact_sha(source)
         b, c, seconds = self.landscape.replay(point, self.seed, self._draws[sha])
         self._draws[sha] += 1
+        if self.spec.target.pace:
+            time.sleep(seconds * self.spec.target.pace)
         seeds = list(self.spec.measurement.seeds)
         return {
             "status": "ok", "error_class": None, "error_text": None,

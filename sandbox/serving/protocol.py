@@ -96,8 +96,12 @@ def _fingerprint() -> dict:
         load = os.getloadavg()
     except OSError:
         load = None
-    return {"host": socket.gethostname(), "platform": platform.platform(), "cpus": os.cpu_count(),
-            "python": platform.python_version(), "loadavg": load}
+    from ..fingerprint import host_fingerprint
+
+    # the host's facts as a kernel measurement records them (cpu model, governor, 1-min load), so
+    # the dashboard's environment panel reads the same keys for both kinds
+    return {**host_fingerprint(), "device": "server (cpu host)", "platform": platform.platform(),
+            "cpus": os.cpu_count(), "python": platform.python_version(), "loadavg": load}
 
 
 def measure_serving(req: ServingRequest) -> dict:

@@ -103,6 +103,11 @@ class SqlStore(CampaignLeaseMixin, Store):
                 setattr(row, k, v)
             return to_record(row, CampaignRecord)
 
+    def delete_campaign(self, campaign_id: int) -> int:
+        from .admin import delete_campaign
+
+        return delete_campaign(self.engine, campaign_id)
+
     def add_elapsed(self, campaign_id: int, seconds: float) -> float:
         with self._tx() as s:
             row = s.get(Campaign, campaign_id)

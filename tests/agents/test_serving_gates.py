@@ -119,3 +119,21 @@ def test_a_node_is_confirmed_once_even_after_a_noisy_confirmation():
     # attempt 3 after one confirmation (attempt 2) that was unstable and re-measured
     j = judge_serving(ev(best_speedup=1.0, attempt=3, purpose="remeasure", remeasures_done=1), r, CFG, SCFG)
     assert (j.decision, j.diagnosis) == ("accept", "improved")
+
+
+def test_faster_than_the_baseline_but_slower_than_its_parent_is_never_improved():
+    data = raw([1.0, 0.8, 1.2], [2.0, 1.6, 2.4], cand_lat=0.5)
+    plain = judge_serving(ev(), data, CFG, SCFG)
+    # a parent a little faster, within the noise margin: accepted, but not as an improvement
+    j = judge_serving(ev(parent_speedup=plain.speedup * 1.01), data, CFG, SCFG)
+    assert (j.decision, j.diagnosis) == ("accept", "below_parent")
+    assert j.reason.startswith("slower than its parent")
+
+
+def test_levels_carry_the_columns_of_vllm_bench_serve():
+    sc = score(raw([1.0, 1.0, 1.0], [2.0, 2.0, 2.0], cand_lat=0.5), SCFG)
+    lv = sc.to_dict()["levels_candidate"][0]
+    for m in ("ttft", "tpot", "itl", "e2e"):
+        for st in ("mean", "p50", "p99"):
+            assert lv[f"{m}_{st}_ms"] is not None, (m, st)
+    assert lv["ttft_p50_ms"] == pytest.approx(300 * 0.5 * 0.7) and lv["failed"] == 0 and lv["out_tok_s"] > 0

@@ -271,3 +271,13 @@ def test_compute_moves_compose_after_compile() -> None:
     assert "y.relu_()" in after
     both = changed(after, apply_move(after, "channels_last", {}))
     run_both(base, both, rtol=1e-4, atol=1e-5)
+
+
+def test_rewrite_pattern_matches_numeric_literals_by_value() -> None:
+    gelu = {"pattern": "0.5 * $x * (1.0 + torch.tanh(0.7978845608 * ($x + 0.044715 * $x * $x * $x)))",
+            "replacement": "torch.nn.functional.gelu($x, approximate='tanh')"}
+    src = ("import torch\nimport torch.nn as nn\nclass ModelNew(nn.Module):\n    def forward(self, x):\n"
+           "        return 0.5 * x * (1.0 + torch.tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)))\n")
+    assert "gelu(x, approximate='tanh')" in changed(src, apply_move(src, "rewrite_pattern", gelu))
+    other = src.replace("0.7978845608028654", "0.79")  # a different constant is not the same function
+    assert apply_move(other, "rewrite_pattern", gelu) is None

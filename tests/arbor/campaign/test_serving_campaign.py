@@ -125,9 +125,22 @@ def test_serving_campaign_survives_ctrl_c_and_kill_9_and_finds_a_verified_improv
 
     # 3. resume to the end: the node left running is re-queued; the batch-size move (fired by the
     #    queueing symptom) is measured, confirmed by the Critic, and the summary shows both fronts
-    r = arbor("run", str(spec), cwd=tmp_path, timeout=300)
+    r = arbor("run", str(spec), "--save-result", "result.json", cwd=tmp_path, timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr
     out = r.stdout
+    # per load level, the columns of `vllm bench serve`
+    for col in ("TTFT", "TPOT", "ITL", "median", "p99", "out tok/s", "goodput req/s", "failed"):
+        assert col in out, col
+    summary = out[out.index("stop reason"):]
+    assert "throughput ratio" in summary and "speedup" not in summary
+    assert arbor("report", str(spec), "-o", "rep", cwd=tmp_path).returncode == 0
+    md = (tmp_path / "rep" / "report.md").read_text()
+    assert "Per load level: baseline" in md and "TTFT median ms" in md
+    shown = arbor("show", "2", str(spec), cwd=tmp_path).stdout
+    assert "this node per load level: latency (ms)" in shown and "TTFT" in shown
+    saved = json.loads((tmp_path / "result.json").read_text())["serving"]
+    for lv in saved["levels_baseline"] + saved["levels_candidate"]:
+        assert {"ttft_p50_ms", "ttft_p99_ms", "tpot_mean_ms", "itl_p99_ms", "out_tok_s", "failed"} <= lv.keys()
     assert "re-queued" in out and "tiny-batch-x4" in out
     assert "throughput–latency fronts" in out and "Pareto" in out and "Critic-verified" in out
     assert servers_of(tmp_path) == [] and leases(tmp_path) == []

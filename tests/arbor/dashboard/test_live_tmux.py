@@ -81,3 +81,43 @@ def test_dashboard_follows_a_live_run_and_reflows_on_resize(tmp_path):
         tmux.wait_for("t:0", lambda s: "DASH_EXIT=0" in s)
     finally:
         tmux.close()
+
+
+PAGE_TITLES = {"1": "environment", "2": "best speedup over time", "3": "tree",
+               "4": "reasons in full", "5": "agent activity"}
+
+
+def test_every_panel_reachable_at_80x24_and_all_at_once_at_200x50(shared, tmp_path):
+    """At 80x24 the progress stays on top and keys 1-5 bring each other panel up; a verdict's
+    reason is shown whole. At 200x50 every panel is on one screen."""
+    store = open_store_ro(shared.db)
+    reasons = [v.reason for v in store.recent_verdicts(store.get_campaign("dash").id, limit=3)]
+    store.close()
+    tmux = Tmux(tmp_path)
+    try:
+        tmux("new-session", "-d", "-s", "s", "-x", "80", "-y", "24",
+             _cmd("dashboard", str(shared.yaml), "--interval", "0.3") + "; echo DASH_EXIT=$?; sleep 60")
+        tmux.wait_for("s:0", lambda s: "progress vs budget" in s and "[1]" in s)
+        for key, title in PAGE_TITLES.items():
+            tmux("send-keys", "-t", "s:0", key)
+            screen = tmux.wait_for("s:0", lambda s, t=title: t in s, timeout=20)
+            assert max(len(line) for line in screen.splitlines()) <= 80 and len(screen.splitlines()) <= 24
+            assert "progress vs budget" in screen
+            if key == "4":  # the newest reason, every word of it, across wrapped lines
+                flat = " ".join(" ".join(line.strip("│ ").split()) for line in screen.splitlines())
+                assert " ".join(reasons[0].split()) in flat, (reasons[0], screen)
+        tmux("resize-window", "-t", "s:0", "-x", "200", "-y", "50")
+        wide = tmux.wait_for("s:0", lambda s: all(t in s for t in ("progress vs budget", "environment", "tree",
+                                                                   "latest verdicts", "agent activity",
+                                                                   "best speedup over time")))
+        assert max(len(line) for line in wide.splitlines()) <= 200
+        tmux("send-keys", "-t", "s:0", "C-c")
+        tmux.wait_for("s:0", lambda s: "DASH_EXIT=0" in s)
+    finally:
+        tmux.close()
+
+
+def open_store_ro(db: Path):
+    from arbor.search_tree import open_store
+
+    return open_store(f"sqlite:///{db}", read_only=True)

@@ -115,3 +115,32 @@ def test_dashboard_renderable_reflows_to_the_console_size(feed):
         console = Console(record=True, width=width, height=50, file=io.StringIO())
         console.print(Dashboard(feed))
         assert max(len(line) for line in console.export_text().splitlines()) == width
+
+
+def test_progress_shows_the_node_in_flight_and_an_eta():
+    from dataclasses import replace
+    from datetime import timedelta
+
+    from arbor.dashboard import panels
+    from arbor.dashboard.feed import FeedState
+    from arbor.dashboard.fmt import utcnow
+    from arbor.search_tree.records import CampaignRecord, NodeRecord
+
+    now = utcnow()
+    camp = CampaignRecord(id=1, name="c", kind="kernel", spec={}, spec_hash="", status="running", stop_reason=None,
+                          elapsed_s=30.0, root_node_id=1, created_at=now, updated_at=now)
+    node = NodeRecord(id=7, campaign_id=1, parent_id=1, depth=1, state="running", artifact_sha="x",
+                      specialist="h", move_id="fuse-gelu", family=None, hypothesis="", prior=0.5,
+                      predicted_gain=None, value=None, speedup=None, diagnosis=None, reason=None, step=3,
+                      created_at=now, updated_at=now - timedelta(seconds=12), finished_at=None)
+    st = FeedState(waiting=None, campaign=camp, budget={"max_evaluations": 10, "max_wall_s": 600},
+                   nodes={7: node}, last_activity=now)
+    st.durations.extend([10.0, 10.0, 10.0])
+    console = Console(record=True, width=100, file=io.StringIO())
+    console.print(panels.progress_panel(st, 100, 12))
+    text = console.export_text()
+    assert "node 7 fuse-gelu" in text and "0:00:12 / ~0:00:10" in text
+    assert "ETA" in text and "tokens" not in text
+    console = Console(record=True, width=100, file=io.StringIO())
+    console.print(panels.progress_panel(replace(st, campaign=replace(camp, status="finished")), 100, 12))
+    assert "ETA" not in console.export_text()

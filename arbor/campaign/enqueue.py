@@ -1,0 +1,86 @@
+"""A user's own candidates in the tree: ``arbor enqueue`` (a file measured as a node on the next
+run) and ``arbor retry`` (a node rejected as unstable measured again).
+
+Both only add a ``proposed`` node; the next ``arbor run`` drains pending nodes before the
+Orchestrator expands anything (``steps.select``), so the candidate goes through the same static
+guard, sandbox, harness and Critic as any agent's. Finished nodes are immutable and a campaign
+holds one node per artifact, so a retry is a new node whose artifact differs from the original
+only by trailing newlines (meaningless to Python and to JSON, the two artifact kinds) and whose
+hypothesis names the node it retries.
+"""
+
+from __future__ import annotations
+
+from arbor.search_tree.records import NodeRecord
+from arbor.search_tree.store import Store, StoreError
+from arbor.spec import CampaignSpec
+
+RETRYABLE = {"unstable", "env_drift"}  # noise, not the candidate: worth measuring again
+
+
+def open_for_write(spec: CampaignSpec) -> tuple[Store, object, object]:
+    """(store, campaign, target) for a campaign file, creating the campaign and its baseline
+    when it has never run; refuses a campaign whose spec/problem/skills changed."""
+    from arbor.search_tree import open_store
+    from arbor.targets import make_adapter
+
+    from . import changes
+    from .run import add_root
+
+    target = make_adapter(spec)
+    target.validate()
+    store = open_store(spec.store_url())
+    try:
+        changes.check(store, spec)
+        camp = store.get_or_create_campaign(spec.name, target.kind, spec.model_dump(mode="json"))
+        changes.record(store, spec, camp.id)
+        camp = add_root(store, camp, target)
+    except BaseException:
+        store.close()
+        raise
+    return store, camp, target
+
+
+def _parent(store: Store, camp, parent: int | None) -> NodeRecord:
+    node = store.get_node(parent if parent is not None else camp.root_node_id)
+    if node is None or node.campaign_id != camp.id:
+        raise StoreError(f"node {parent} is not a node of campaign {camp.name!r} — see `arbor history`")
+    return node
+
+
+def enqueue(store: Store, camp, target, source: str, label: str, parent: int | None = None) -> NodeRecord:
+    par = _parent(store, camp, parent)
+    sha = store.put_artifact(source, target.artifact_kind)
+    known = store.find_node(camp.id, sha)
+    if known is not None:
+        raise StoreError(f"this exact candidate is already node {known.id} ({known.state}) — "
+                         f"see `arbor show {known.id}`; use `arbor retry {known.id}` to measure it again")
+    node = store.add_node(camp.id, sha, "user", parent_id=par.id, move_id=f"user:{label}", family="user",
+                          hypothesis=f"the user's candidate {label}", step=_next_step(store, camp.id))
+    store.append_event(camp.id, "enqueue", {"file": label, "parent": par.id}, node_id=node.id, agent="user")
+    return node
+
+
+def retry(store: Store, camp, target, node_id: int) -> NodeRecord:
+    old = store.get_node(node_id)
+    if old is None or old.campaign_id != camp.id:
+        raise StoreError(f"node {node_id} is not a node of campaign {camp.name!r} — see `arbor history`")
+    if old.parent_id is None:
+        raise StoreError("the baseline cannot be retried — run the campaign with --restart instead")
+    if old.state not in ("rejected", "failed") or old.diagnosis not in RETRYABLE:
+        raise StoreError(f"node {node_id} is {old.state} ({old.diagnosis or 'no diagnosis'}); only a node "
+                         f"rejected as {'/'.join(sorted(RETRYABLE))} is retried — enqueue a changed file instead")
+    source = store.get_artifact(old.artifact_sha)
+    for extra in range(1, 100):
+        sha = store.put_artifact(source + "\n" * extra, target.artifact_kind)
+        if store.find_node(camp.id, sha) is None:
+            break
+    node = store.add_node(camp.id, sha, "user", parent_id=old.parent_id, move_id=old.move_id, family=old.family,
+                          hypothesis=f"retry of node {old.id} (was {old.diagnosis}): {old.hypothesis}",
+                          step=_next_step(store, camp.id))
+    store.append_event(camp.id, "retry", {"of": old.id}, node_id=node.id, agent="user")
+    return node
+
+
+def _next_step(store: Store, cid: int) -> int:
+    return max((n.step for n in store.nodes(cid)), default=0) + 1
