@@ -23,7 +23,9 @@ def load_notice(num_threads: int | None, load: float | None = None, cores: int |
         return None
     idle = max(0, round(cores - load))
     threads = f"target.num_threads is {num_threads}" if num_threads else "target.num_threads is unset (all cores)"
+    fix = "stop other work"
+    if not num_threads or num_threads > max(1, idle):  # fewer threads only helps if it changes something
+        fix += f", or set target.num_threads to at most {max(1, idle)} so the measurement does not compete for cores"
     return (f"note: the machine is busy (load average {load:.1f} on {cores} core(s)); measurements will "
             f"be noisier and take longer, and some may be re-measured or judged unstable. {threads}; "
-            f"about {idle} core(s) are idle. For steadier numbers stop other work, or set "
-            f"target.num_threads to at most {max(1, idle)} so the measurement does not compete for cores.")
+            f"about {idle} core(s) are idle. For steadier numbers {fix}.")

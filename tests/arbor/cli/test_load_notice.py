@@ -12,3 +12,8 @@ def test_busy_machine_gets_a_notice_with_load_and_advice():
 def test_quiet_machine_gets_none():
     assert load_notice(1, load=0.3, cores=2) is None
     assert load_notice(1, load=3.0, cores=16) is None
+
+
+def test_no_advice_to_set_what_is_already_set():
+    text = load_notice(1, load=3.4, cores=2)
+    assert "stop other work" in text and "set target.num_threads" not in text
