@@ -129,21 +129,21 @@ class Store(ABC):
         hands the predicate in. Without one only the heartbeat decides."""
 
     # --- the campaign lease (one writer per campaign; readers never take it) -------------
+    @abstractmethod
     def acquire_campaign(self, campaign_id: int, owner: str, stale_after_s: float,
                          pid_alive: Callable[[int], bool] | None = None) -> dict | None:
         """Take the campaign for ``owner`` (returns the dead owner taken over from, or None);
         raises CampaignBusy while a live owner holds it. A holder on this host whose pid
         ``pid_alive`` says is gone is dead (the caller supplies the test, as for requeue_orphans);
         any holder whose heartbeat is older than ``stale_after_s`` is dead too."""
-        raise NotImplementedError
 
+    @abstractmethod
     def campaign_heartbeat(self, campaign_id: int, owner: str) -> bool:
         """Beat the campaign lease and the owner's node leases; False once it is not ours."""
-        raise NotImplementedError
 
+    @abstractmethod
     def release_campaign(self, campaign_id: int, owner: str) -> list[int]:
         """Drop the lease; the owner's running nodes go back to the queue (returns their ids)."""
-        raise NotImplementedError
 
     # --- measurements and verdicts -----------------------------------------------------
     @abstractmethod

@@ -31,7 +31,7 @@ def _events(store, cid: int, kind: str) -> list:  # type: ignore[no-untyped-def]
 
 
 def open_knowledge(ctx: Context) -> KnowledgeStore | None:
-    cfg = getattr(ctx.spec, "knowledge", None)
+    cfg = ctx.spec.knowledge
     if cfg is None or not cfg.enabled:
         return None
     if "store" not in ctx.knowledge:

@@ -68,10 +68,11 @@ def test_kill_and_term_at_random_points_then_resume(tmp_path):
     assert query(url, "select count(*) from measurements") == before
 
 
-def test_kill_9_of_a_kernel_run_leaves_no_job_process(campaign_dir):
+def _signal_mid_measurement(campaign_dir, name: str, sig: int):  # type: ignore[no-untyped-def]
+    """A short kernel campaign sent ``sig`` while its first job runs: (spec, url, proc, rc, err)."""
     from tests.arbor.helpers import write_campaign
 
-    spec = write_campaign(campaign_dir, "orphans", max_evaluations=2)
+    spec = write_campaign(campaign_dir, name, max_evaluations=2)
     url = f"sqlite:///{campaign_dir / 'arbor.db'}"
     proc = start("run", str(spec), "--quiet")
     try:
@@ -81,7 +82,12 @@ def test_kill_9_of_a_kernel_run_leaves_no_job_process(campaign_dir):
         assert job_processes_of(proc.pid), "the campaign never started a job"
         time.sleep(0.5)
     finally:
-        finish(proc, signal.SIGKILL)
+        rc, _out, err = finish(proc, sig)
+    return spec, url, proc, rc, err
+
+
+def test_kill_9_of_a_kernel_run_leaves_no_job_process(campaign_dir):
+    spec, url, proc, _rc, _err = _signal_mid_measurement(campaign_dir, "orphans", signal.SIGKILL)
     assert wait_gone(proc.pid, within_s=4) == [], "a process of the job outlived kill -9 by 4 s"
     r = run("run", str(spec), "--quiet")
     assert r.returncode == 0, r.stderr
@@ -89,19 +95,7 @@ def test_kill_9_of_a_kernel_run_leaves_no_job_process(campaign_dir):
 
 
 def test_sigterm_mid_measurement_kills_the_job_and_requeues_the_node(campaign_dir):
-    from tests.arbor.helpers import write_campaign
-
-    spec = write_campaign(campaign_dir, "term", max_evaluations=2)
-    url = f"sqlite:///{campaign_dir / 'arbor.db'}"
-    proc = start("run", str(spec), "--quiet")
-    try:
-        deadline = time.time() + 120
-        while time.time() < deadline and not job_processes_of(proc.pid):
-            time.sleep(0.1)
-        assert job_processes_of(proc.pid), "the campaign never started a job"
-        time.sleep(0.5)
-    finally:
-        rc, _out, err = finish(proc, signal.SIGTERM)
+    spec, url, proc, rc, err = _signal_mid_measurement(campaign_dir, "term", signal.SIGTERM)
     assert rc == 128 + signal.SIGTERM and "stopped by SIGTERM" in err and "Traceback" not in err, err
     assert wait_gone(proc.pid, within_s=0.5) == []  # killed before the run exited, not after
     assert query(url, "select count(*) from nodes where state = 'running'") == [(0,)]
