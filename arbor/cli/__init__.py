@@ -5,7 +5,7 @@ is registered here, explicitly, in the order ``--help`` lists them.
 * ``run``, ``read`` (history/tree/show/best/query), ``views`` (dashboard/report/export),
   ``doctor``, ``skills``, ``record``, ``knowledge`` (+ ``calibration``) — one module per command group;
 * ``terminal`` — progress lines and tables; ``history`` — the read-side rows; ``jsonlog`` — ``--json-log``;
-* ``doctor_checks`` — what ``arbor doctor`` checks.
+* ``doctor_checks`` — what ``arbor doctor`` checks; ``logs`` — library log records as one line.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import typer
 
 from . import best, campaigns, candidates, compare, doctor, knowledge, read, record, run, skills, suite, views
 from .common import fail, user_errors
+from .logs import one_line_library_logs
 
 __all__ = ["app", "main"]
 
@@ -33,6 +34,7 @@ def _version(value: bool) -> None:
 def _root(version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
                                        help="print the version and exit")) -> None:
     """Arbor: autonomous optimization of GPU/CPU kernels and serving configs."""
+    one_line_library_logs()
 
 app.command()(run.run)
 for command in (read.history, read.tree, read.show, best.best, read.query,
