@@ -59,6 +59,7 @@ class KernelRequest:
     target_ci: float = 0.02
     extra_time_s: float | None = None
     min_sample_s: float = 2e-3
+    clock: str = "auto"  # CPU: "auto" = process CPU time for single-threaded work, else wall; "wall"
     num_threads: int | None = None
     mode: str = "ab"
     timeout_s: float = 120.0

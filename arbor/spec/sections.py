@@ -85,6 +85,10 @@ class Measurement(Strict):
     min_repeats: int = Field(default=10, ge=5)
     max_repeats: int = Field(default=200, ge=5)
     min_sample_s: float = Field(default=2e-3, gt=0)
+    clock: Literal["auto", "wall", "cpu"] = Field(
+        default="auto", description="CPU kernels: 'auto' times single-threaded work (num_threads: 1, "
+        "candidate on one thread) in process CPU time, which other processes' load does not inflate, "
+        "and everything else in wall time; 'wall' always wall time")
 
     @model_validator(mode="after")
     def _repeats(self):

@@ -44,7 +44,7 @@ class KernelAdapter(TargetAdapter):
             allow_degenerate=c.allow_degenerate_reference, quiet_s=c.quiet_window_s,
             sizes=dict(t.sizes), size_scale=t.size_scale, dtype=t.dtype,
             device=t.device, warmup_s=m.warmup_s, min_repeats=m.min_repeats, max_repeats=m.max_repeats,
-            time_budget_s=m.time_budget_s, min_sample_s=m.min_sample_s, num_threads=t.num_threads,
+            time_budget_s=m.time_budget_s, min_sample_s=m.min_sample_s, clock=m.clock, num_threads=t.num_threads,
             timeout_s=sb.timeout_s,
             memory_bytes=int(sb.memory_gb * (1 << 30)) if sb.memory_gb else None,
         )

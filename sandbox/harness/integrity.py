@@ -259,6 +259,15 @@ class ProcessAudit:
         return {"window_s": seconds, "other_threads_cpu_s": other, "children_cpu_s": child}
 
 
+def check_timing_children(kids0: dict, span: float, failure) -> None:  # type: ignore[no-untyped-def]
+    """Child processes that worked while the timer ran did work the timed process did not pay for."""
+    kids = descendants()
+    child_s = sum(max(0, t - kids0.get(p, 0)) for p, t in kids.items()) / (os.sysconf("SC_CLK_TCK") or 100)
+    if child_s > max(0.02, 0.1 * span):
+        raise failure("hack_suspected", f"child processes used {child_s:.2f} s of CPU during the "
+                      f"{span:.2f} s timing phase: work moved out of the timed process")
+
+
 # ---- memory poisoning ----------------------------------------------------------------------
 def poison(like: list, value: float) -> None:
     """Allocate blocks shaped like ``like``, fill them with ``value`` and free them again.
