@@ -130,6 +130,11 @@ class Specialist(ABC):
         """The latest bottleneck profile (baseline or new best): where the time goes. Advice a
         specialist may aim with (heuristic ranking, LLM prompt); ignoring it is allowed."""
 
+    def move_priors(self) -> dict[str, float]:
+        """Skill prior per move id, for moves this specialist applies (what knowledge-derived
+        priors are blended with); empty for a specialist that writes candidates freely."""
+        return {}
+
 
 class Orchestrator(ABC):
     """Picks the node to expand next and hands it, with its options, to the Specialist.
@@ -147,6 +152,11 @@ class Orchestrator(ABC):
     def priors_may_rise(self, factor: float) -> None:
         """Something outside the tree's outcomes (a new bottleneck profile) may have raised
         priors by up to ``factor``: an orchestrator that bounds priors must widen its bounds."""
+
+    def outcome_index(self) -> OutcomeIndex | None:
+        """The per-move outcome statistics it ranks with, which a warm start may seed from
+        knowledge records; None for an orchestrator that keeps none (it gets no warm start)."""
+        return None
 
 
 class Critic(ABC):

@@ -47,6 +47,9 @@ class HeuristicOrchestrator(Orchestrator):
         self.outcomes.ancestors_of = index.ancestors
         index.on_finish.append(self._observe)
 
+    def outcome_index(self) -> OutcomeIndex:
+        return self.outcomes
+
     def priors_may_rise(self, factor: float) -> None:
         """Something outside the outcomes (a new bottleneck profile) may raise priors by ``factor``."""
         self._rise = max(self._rise or 1.0, factor)

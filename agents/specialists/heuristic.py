@@ -35,6 +35,9 @@ class HeuristicSpecialist(Specialist):
         self._cache: dict[tuple[str, str], str | None] = {}
 
     # --- what varies by target kind -------------------------------------------------------
+    def move_priors(self) -> dict[str, float]:
+        return {m.id: m.prior for m in self.moves}
+
     def env(self, parent: NodeRecord, parent_source: str) -> dict | None:
         """What ``gate`` may read about the parent (computed once per ``options`` call)."""
         return None

@@ -143,7 +143,7 @@ def ensure_warm_start(ctx: Context) -> None:
     otherwise (only when the campaign names one)."""
     if ctx.knowledge.get("warm_done"):
         return
-    outcomes = getattr(ctx.orchestrator, "outcomes", None)
+    outcomes = ctx.orchestrator.outcome_index()
     root = ctx.campaign.root_node_id
     if outcomes is None or root is None or ctx.store.get_node(root).state != "accepted":
         return
@@ -158,7 +158,7 @@ def ensure_warm_start(ctx: Context) -> None:
         fp = _baseline_fingerprint(ctx)
         hw = hardware_class(fp)
         sig = signature(ctx)
-        base = {m.id: m.prior for m in getattr(ctx.specialist, "moves", [])}
+        base = ctx.specialist.move_priors()
         if "error" in sig or not base:
             return
         records = ks.records(hardware_class=hw["class"])

@@ -31,3 +31,12 @@ def paired_estimate(store, node_id: int, speedup: float) -> tuple[float, float, 
     n = min(len(m.baseline_samples), len(m.candidate_samples))
     _, lo, hi = bootstrap_speedup_ci(m.baseline_samples[:n], m.candidate_samples[:n])
     return statistics.median(m.baseline_samples), statistics.median(m.candidate_samples), (lo, hi)
+
+
+def times_clock(store, node_id: int | None) -> str | None:  # type: ignore[no-untyped-def]
+    """The clock a node's displayed times are on ('cpu': the timing thread's CPU time, 'wall'),
+    from its latest correct measurement; None when it has none or the harness did not say."""
+    if node_id is None:
+        return None
+    ms = [m for m in store.measurements(node_id) if m.status == "ok"]
+    return (ms[-1].stats or {}).get("clock") if ms else None

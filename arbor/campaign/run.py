@@ -52,6 +52,7 @@ class Summary:
     verified: dict | None = None  # final verification of the best: its node, speedups, median
     node_speedup: float | None = None  # the best node's Critic value (what history/tree/show say)
     failed: str | None = None  # why the campaign has no valid result (exit code 1), None when it has one
+    clock: str | None = None  # what baseline_s/best_s are: 'cpu' (timing thread's CPU time) or 'wall'
 
     def to_dict(self) -> dict:
         d = dict(self.__dict__)
@@ -209,8 +210,15 @@ def summarize(store: Store, name: str, write_best_to: Path | None = None) -> Sum
         ci=ci, best_node=best.id if best else None, counts=store.count_by_state(camp.id),
         measurements=store.measurement_count(camp.id), elapsed_s=camp.elapsed_s, best_path=path,
         serving=serving, llm=llm, verified=verified, node_speedup=best.speedup if best else None,
-        failed=failure(camp, nodes),
+        failed=failure(camp, nodes), clock=_clock(store, best, root) if kind.reports_times else None,
     )
+
+
+def _clock(store, best, root) -> str | None:  # type: ignore[no-untyped-def]
+    from .one_number import times_clock
+
+    node = best if best is not None else root
+    return times_clock(store, node.id if node is not None else None)
 
 
 def failure(camp, nodes) -> str | None:

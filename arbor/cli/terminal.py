@@ -140,7 +140,8 @@ def print_summary(console: Console, s) -> None:
     else:
         paired = "  (reference and candidate in the paired measurement the speedup is read from)"
         console.print(f"baseline      {_ms(s.baseline_s)}" + (paired if s.best_s != s.baseline_s else ""))
-        console.print(f"best          {_ms(s.best_s)}  (node {s.best_node})")
+        clock = "; CPU time of the timing thread" if getattr(s, "clock", None) == "cpu" else ""
+        console.print(f"best          {_ms(s.best_s)}  (node {s.best_node}{clock})")
     if s.speedup is not None and not getattr(s, "serving", None):
         fv = getattr(s, "verified", None)
         if fv:
