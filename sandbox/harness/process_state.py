@@ -5,8 +5,8 @@ Standalone (stdlib + torch), loaded by path beside the harness before any candid
 The reference and the candidate share one process, so every process-wide switch the candidate
 flips also applies to the reference it is compared with. Flipping one to make the *reference*
 slower (force the math path of scaled_dot_product_attention, disable oneDNN, enable deterministic
-algorithms, flush denormals, turn the caching allocator off, ...) and then calling the fast kernel directly shows up as a speedup
-of exactly the size of the slowdown; flipping a precision switch makes the reference as imprecise
+algorithms, flush denormals, turn the caching allocator off, ...) and then calling the fast
+kernel directly shows up as a speedup of exactly the size of the slowdown; flipping a precision switch makes the reference as imprecise
 as the candidate, so the comparison cannot see it. Two defences use the table below:
 
 - the harness snapshots the state before the candidate is imported and runs every reference call
