@@ -335,6 +335,18 @@ def _gate_confirm(ev: Evidence, sc: ServingScore, cfg: CriticConfig) -> GateOutc
     return None
 
 
+def final_ratio(raw: dict | None, cfg: CriticConfig, scfg: ServingCriticConfig) -> float | None:
+    """The paired ratio of one final-verification measurement of an accepted node, or None when it
+    would not pass the gates that make a number trustworthy: complete rounds, no failed request,
+    and the accuracy probe (attached to every measurement of a config that changes numerics)."""
+    sc = score(raw or {}, scfg, cfg.bootstrap_resamples, cfg.confidence, cfg.seed)
+    if sc is None or sc.failed_candidate or sc.failed_baseline:
+        return None
+    ev = Evidence(is_root=False, attempt=1, purpose="final", status="ok", error_class=None, error_text=None,
+                  correctness=[])
+    return None if _gate_accuracy(ev, accuracy_report((raw or {}).get("accuracy")), scfg) else sc.ratio
+
+
 def judge_serving(ev: Evidence, raw: dict | None, cfg: CriticConfig, scfg: ServingCriticConfig) -> Judgement:
     log = GateLog()
     log.add("guard", True, "config within the campaign's knob table")

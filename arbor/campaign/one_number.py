@@ -40,3 +40,17 @@ def times_clock(store, node_id: int | None) -> str | None:  # type: ignore[no-un
         return None
     ms = [m for m in store.measurements(node_id) if m.status == "ok"]
     return (ms[-1].stats or {}).get("clock") if ms else None
+
+
+def paired_ratio_estimate(store, node_id: int, ratio: float) -> tuple[float, float] | None:  # type: ignore[no-untyped-def]
+    """Serving: the 95% CI of the node's correct measurement whose paired per-round ratio (its
+    ``stats["speedup"]``, higher is better) is closest to ``ratio``; None when it has none."""
+    from arbor.agents.critic.serving_gates import paired_ratio_ci
+
+    ms = [m for m in store.measurements(node_id) if m.status == "ok" and m.baseline_samples
+          and m.candidate_samples and isinstance((m.stats or {}).get("speedup"), (int, float))]
+    if not ms:
+        return None
+    m = min(ms, key=lambda m: abs(m.stats["speedup"] - ratio))
+    _, lo, hi = paired_ratio_ci(m.baseline_samples, m.candidate_samples)
+    return lo, hi

@@ -204,6 +204,11 @@ def summarize(store: Store, name: str, write_best_to: Path | None = None) -> Sum
 
         est = paired_estimate(store, best.id, speedup)
         baseline_s, best_s, ci = est if est else (baseline_s, best_s, ci)
+    if serving is not None and verified and best is not None and speedup:
+        from .one_number import paired_ratio_estimate  # the CI of the verified median, not the Critic's
+
+        rci = paired_ratio_estimate(store, best.id, speedup)
+        serving.update(ratio=speedup, ci_low=rci[0] if rci else None, ci_high=rci[1] if rci else None)
     return Summary(
         campaign=name, status=camp.status, stop_reason=camp.stop_reason, baseline_s=baseline_s,
         best_s=best_s, speedup=speedup,

@@ -12,8 +12,8 @@ median, and that median is the reported speedup.
 Final measurements are recorded like any other (purpose ``final``), so a campaign killed during
 verification resumes where it was and never measures a node twice for the same attempt; the
 outcome is an append-only ``final_verification`` event, since finished nodes are immutable.
-Targets whose score needs the Critic's gates (serving SLOs) report their own summary instead
-(``TargetAdapter.verify_best``).
+Serving targets are verified the same way with their own ratio (``TargetAdapter.final_ratio``:
+the paired SLO-throughput ratio of a measurement that passes the requests and accuracy gates).
 """
 
 from __future__ import annotations
@@ -53,13 +53,19 @@ def measurement_speedup(m: MeasurementRecord, reference_s: float | None = None,
     return b / c if c > 0 else None
 
 
+def _ratio(ctx: Context, m: MeasurementRecord, ref: tuple[float | None, float] = (None, 0.0)) -> float | None:
+    """A kernel's median time ratio (None when its reference drifted); any other target's own
+    ratio (serving: the paired SLO-throughput ratio, checked by the requests and accuracy gates)."""
+    return measurement_speedup(m, *ref) if ctx.target.reports_times else ctx.target.final_ratio(m)
+
+
 def _verify(ctx: Context, node: NodeRecord, wanted: int, ref: tuple[float | None, float]) -> Verified:
     """Measure ``node`` until it has ``wanted`` trustworthy speedups. A measurement that is not
     correct ends it (failed); one whose reference drifted is not counted, and after ``wanted``
     fresh tries without enough trustworthy ones the node fails verification."""
     out = Verified(node.id)
     ms = ctx.store.measurements(node.id)
-    out.speedups = [s for s in (measurement_speedup(m, *ref) for m in ms) if s is not None]
+    out.speedups = [s for s in (_ratio(ctx, m, ref) for m in ms) if s is not None]
     tries = 0
     while len(out.speedups) < wanted and tries < wanted:
         results = _final_results(ctx, node, len(ms) + 1, min(wanted - len(out.speedups), wanted - tries))
@@ -70,10 +76,10 @@ def _verify(ctx: Context, node: NodeRecord, wanted: int, ref: tuple[float | None
             tries += 1
             m = ctx.store.record_measurement(node.id, len(ms) + 1, "final", result, ctx.runner.name)
             ms.append(m)
-            if measurement_speedup(m) is None:
+            if _ratio(ctx, m) is None:
                 out.failed = f"{m.error_class or 'no samples'}: {(m.error_text or '').strip()[-300:]}"
                 return out
-            s = measurement_speedup(m, *ref)
+            s = _ratio(ctx, m, ref)
             if s is not None:
                 out.speedups.append(s)
     if len(out.speedups) < wanted:
@@ -99,7 +105,7 @@ def _final_results(ctx: Context, node: NodeRecord, attempt: int, missing: int) -
 
 
 def _best_single(ctx: Context, node: NodeRecord, ref: tuple[float | None, float]) -> float:
-    speeds = [s for s in (measurement_speedup(m, *ref) for m in ctx.store.measurements(node.id)) if s is not None]
+    speeds = [s for s in (_ratio(ctx, m, ref) for m in ctx.store.measurements(node.id)) if s is not None]
     return max(speeds, default=node.speedup or 0.0)
 
 

@@ -24,7 +24,9 @@ def print_serving(console: Console, s) -> None:
         console.print(f"best          {_num(sv.get('objective_candidate'), '{:.2f}')} req/s at the SLO  "
                       f"(node {s.best_node})")
         if s.speedup is not None:
-            console.print(f"throughput ratio {s.speedup:.3f}x ({what}){ci}  (Critic-verified)")
+            which = (f"verified: median of {len(s.verified.get('speedups') or [])} measurements"
+                     if s.verified else "Critic value")
+            console.print(f"throughput ratio {s.speedup:.3f}x ({what}){ci}  ({which})")
         ref = sv.get("reference_point") or [0, 0]
         console.print(f"Pareto        {sv.get('pareto_improvement_pct', 0.0):+.1f}% hypervolume vs the baseline "
                       f"(reference point {ref[0]:g} req/s, {ref[1]:.0f} ms)")

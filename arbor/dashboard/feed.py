@@ -81,6 +81,7 @@ class FeedState:
     last_measurement: MeasurementRecord | None = None
     durations: deque = field(default_factory=lambda: deque(maxlen=50))  # recent measurement seconds (ETA)
     last_activity: datetime | None = None  # newest write seen (UTC, naive like the store)
+    verified: dict | None = None  # the latest final_verification outcome (arbor/campaign/verify.py)
     poll: PollStats = field(default_factory=PollStats)
 
     @property
@@ -91,8 +92,18 @@ class FeedState:
     def tokens(self) -> int:
         return self.prompt_tokens + self.completion_tokens
 
+    @property
+    def reported_best(self) -> tuple[NodeRecord | None, float | None, str]:
+        """The node and number the run summary, ``arbor best`` and the report give, and which
+        number it is: the final verification's median when there is one (it may pick a runner-up
+        over the node with the highest Critic value), else that node's Critic value."""
+        v = self.verified
+        if v and v.get("best") in self.nodes:
+            return self.nodes[v["best"]], v.get("speedup"), f"verified: median of {v.get('wanted')} measurements"
+        return self.best, (self.best.speedup if self.best else None), "Critic value"
+
     def best_path(self) -> list[NodeRecord]:
-        path, cur = [], self.best
+        path, cur = [], self.reported_best[0]
         while cur is not None:
             path.append(cur)
             cur = self.nodes.get(cur.parent_id) if cur.parent_id is not None else None
@@ -154,6 +165,9 @@ class CampaignFeed:
         st.cost_usd = float(totals["cost_usd"])
         recent = self.store.recent_events(camp.id, st.events.maxlen or 60)
         st.events.extend(recent)
+        # the reported best may have been verified long before the newest events: one query by kind
+        verified = self.store.events(camp.id, limit=1_000_000, kinds=["final_verification"])
+        st.verified = verified[-1].payload if verified else None
         self._event_id = int(totals["last_id"])
         st.poll.rows += len(recent) + 1
         # verdicts: enough history for the speedup sparkline, then the id cursor takes over
@@ -287,6 +301,8 @@ class CampaignFeed:
             st.prompt_tokens += e.prompt_tokens
             st.completion_tokens += e.completion_tokens
             st.cost_usd += e.cost_usd
+            if e.kind == "final_verification":
+                st.verified = e.payload
             st.poll.changed += 1
             self._touch(e.created_at)
 

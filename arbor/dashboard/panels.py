@@ -72,6 +72,11 @@ def header(st: FeedState) -> Text:
     status_style = {"running": "bold cyan", "finished": "bold green", "interrupted": "bold yellow"}
     t.append(camp.status, style=status_style.get(camp.status, "bold"))
     t.append(f" · last write {ago(st.last_activity)}")
+    node, speedup, which = st.reported_best
+    if node is not None and node.parent_id is not None and speedup is not None:
+        t.append(f" · best [{node.id}] ", style="bold")
+        t.append(f"{speedup:.3f}x", style="bold green")
+        t.append(f" ({which})")
     return t
 
 
@@ -163,8 +168,8 @@ def score_panel(st: FeedState, width: int, height: int) -> Panel:
         hi = max(max(st.best_series), lo * 1.1)  # a flat series sits low, not mid-panel
         for row in column_chart(st.best_series, inner_w, chart_h, lo=lo, hi=hi, fmt="{:.2f}x"):
             lines.append(Text(row, style="green"))
-        lines.append(Text(f"best {xfmt(st.best_series[-1])} after {len(st.best_series)} finished candidates",
-                          style="bold"))
+        lines.append(Text(f"best Critic value {xfmt(st.best_series[-1])} after {len(st.best_series)} "
+                          "finished candidates", style="bold"))
     if st.speedups and len(lines) < inner_h:
         lo, hi = min(st.speedups), max(st.speedups)
         spark = sparkline(st.speedups[-(inner_w - 24):], max(4, inner_w - 24))

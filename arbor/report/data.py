@@ -83,6 +83,9 @@ class ReportData:
     fronts: list[Front] = field(default_factory=list)
     warm_start: dict | None = None  # the warm_start event: priors that came from the knowledge store
     calibration: dict | None = None  # Brier score / log-speedup error per agent and family
+    # the number reported for ``best`` (the final verification's median when there is one, as in
+    # the run summary and ``arbor best``), which number it is, and the CI of that same estimate
+    reported: tuple[float | None, str, tuple[float, float] | None] = (None, "Critic value", None)
 
     @property
     def root(self) -> NodeRecord | None:
@@ -183,6 +186,22 @@ def _serving_fronts(data: ReportData) -> list[Front]:
     return fronts
 
 
+def _reported_best(store: Store, campaign: CampaignRecord, nodes: list[NodeRecord]) -> tuple:
+    """The best node and its number as every other surface reports them: the final verification
+    may pick a runner-up over the highest Critic value, and then its median is the number."""
+    from arbor.campaign.one_number import paired_estimate
+    from arbor.campaign.verify import read_final_verification
+
+    best = _best(nodes)
+    verified = read_final_verification(store, campaign.id)
+    if verified and verified.get("best") is not None and verified.get("speedup") is not None:
+        best = next((n for n in nodes if n.id == verified["best"]), best)
+        est = paired_estimate(store, best.id, verified["speedup"]) if best else None
+        return best, (verified["speedup"], f"verified: median of {verified.get('wanted')} measurements",
+                      est[2] if est else None)
+    return best, (best.speedup if best else None, "Critic value", None)
+
+
 def load(store: Store, campaign: CampaignRecord, top: int = 10) -> ReportData:
     nodes = store.nodes(campaign.id)
     verdicts: dict[int, list[VerdictRecord]] = {}
@@ -191,11 +210,11 @@ def load(store: Store, campaign: CampaignRecord, top: int = 10) -> ReportData:
     measurements: dict[int, list[MeasurementRecord]] = {}
     for m in store.measurements_after(campaign.id, 0, limit=BIG, samples=False):
         measurements.setdefault(m.node_id, []).append(m)
-    best = _best(nodes)
+    best, reported = _reported_best(store, campaign, nodes)
     root = next((n for n in nodes if n.id == campaign.root_node_id), None)
     data = ReportData(campaign, nodes, verdicts, measurements, best,
                       store.get_artifact(best.artifact_sha) if best else None,
-                      store.get_artifact(root.artifact_sha) if root else None)
+                      store.get_artifact(root.artifact_sha) if root else None, reported=reported)
     finished = [n for n in nodes if n.parent_id is not None and n.finished_at is not None]
     finished.sort(key=lambda n: (n.finished_at, n.id))
     best_so_far = 1.0

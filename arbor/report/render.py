@@ -68,8 +68,13 @@ def summary_rows(d: ReportData) -> list[tuple[str, str]]:
                                                f"(objective {st.get('metric', '?')})"))
     if best is not None:
         stats = d.final_stats(best.id) if best.parent_id is not None else {}
-        ci = f" (95% CI {_x(stats.get('ci_low'))} – {_x(stats.get('ci_high'))})" if stats else ""
-        rows.append(("best", f"node {best.id} {best.move_id or 'baseline'}: {_x(best.speedup)}{ci}, "
+        number, which, est_ci = d.reported
+        if est_ci is not None:  # the CI of the same estimate as the number (arbor/campaign/one_number.py)
+            ci = f"; 95% CI {_x(est_ci[0])} – {_x(est_ci[1])}"
+        else:
+            ci = f"; 95% CI {_x(stats.get('ci_low'))} – {_x(stats.get('ci_high'))}" if stats else ""
+        critic = f", Critic value {_x(best.speedup)}" if which != "Critic value" else ""
+        rows.append(("best", f"node {best.id} {best.move_id or 'baseline'}: {_x(number)} ({which}{ci}){critic}, "
                              f"path {' → '.join(str(i) for i in d.best_path())}"))
     return rows
 

@@ -101,6 +101,12 @@ class TargetAdapter(ABC):
         raise SpecError([f"target: the {self.kind} target exposes no knob table — an LLM serving "
                          "specialist needs one (set agents.specialist.backend: heuristic)"])
 
+    def final_ratio(self, m: "MeasurementRecord") -> float | None:
+        """The ratio vs the baseline of one final-verification measurement, or None when it is not
+        trustworthy, for targets whose samples are not times (``reports_times`` False); kernel
+        ratios are median time ratios (``arbor/campaign/verify.py``)."""
+        return None
+
     @classmethod
     def objective_summary(cls, store: "Store", root_id: int | None, best: "NodeRecord | None") -> dict | None:
         """A summary of the result beyond one speedup (e.g. Pareto fronts), or None: then the

@@ -19,7 +19,7 @@ from typing import Any
 
 from arbor.agents.contracts import Judgement
 from arbor.agents.critic.gates import Evidence
-from arbor.agents.critic.serving_gates import ServingCriticConfig, judge_serving, score
+from arbor.agents.critic.serving_gates import ServingCriticConfig, final_ratio, judge_serving, score
 from arbor.agents.skills import MoveSpec, SkillSpec
 from arbor.agents.specialists.serving_heuristic import serving_moves
 from arbor.agents.transforms.knobs import canonical_config, parse_config
@@ -41,7 +41,9 @@ class ServingAdapter(TargetAdapter):
     kind = "serving"
     artifact_kind = "serving_config"
     best_artifact_name = "best_config.json"
-    verify_best = False  # the SLO ratio needs the Critic's gates: the fronts are reported instead
+    # the best and its contenders are re-measured before the campaign reports, like kernels: each
+    # final measurement must pass the requests and accuracy gates (serving_gates.final_ratio)
+    verify_best = True
     reports_times = False  # samples are req/s, not seconds: the fronts tell the story
     score_label = "objective ratio vs baseline (x)"
     has_pareto_front = True
@@ -215,6 +217,12 @@ class ServingAdapter(TargetAdapter):
     def judge(self, critic, ev: Evidence, m: MeasurementRecord) -> Judgement:
         raw = (m.stats or {}).get("serving")
         return judge_serving(ev, raw, critic.config, self.critic_cfg)
+
+    def final_ratio(self, m: MeasurementRecord) -> float | None:
+        if m.status != "ok":
+            return None
+        return final_ratio((m.stats or {}).get("serving"), self.spec.critic.gate_config(self.spec.agents.seed),
+                           self.critic_cfg)
 
     def static_check(self, critic, source: str) -> Judgement | None:
         problem = self.config_problem(source)

@@ -148,6 +148,8 @@ class Correctness:
         again = self.check(h.seeds[0], candidate_first=True, poison=_POISON[1])
         h.result["correctness"].append({**again, "purpose": "determinism"})
         self.fail_if_wrong([again], "re-run with fresh memory: ")
+        # Custom kernels that never run, or whose no-op replacement leaves the output right (#15).
+        self.integrity._sibling("liveness").check(h, self, lambda: h.inputs(h.seeds[0]))
 
     def recheck(self, pools: list) -> None:
         """Outputs corrupted only after warm-up (#14), then the cache probes (#3) on the

@@ -5,8 +5,8 @@ Standalone (stdlib + torch), loaded by path beside the harness before any candid
 The reference and the candidate share one process, so every process-wide switch the candidate
 flips also applies to the reference it is compared with. Flipping one to make the *reference*
 slower (force the math path of scaled_dot_product_attention, disable oneDNN, enable deterministic
-algorithms, flush denormals, ...) and then calling the fast kernel directly shows up as a speedup
-of exactly the size of the slowdown; flipping a precision switch makes the reference as imprecise
+algorithms, flush denormals, turn the caching allocator off, ...) and then calling the fast
+kernel directly shows up as a speedup of exactly the size of the slowdown; flipping a precision switch makes the reference as imprecise
 as the candidate, so the comparison cannot see it. Two defences use the table below:
 
 - the harness snapshots the state before the candidate is imported and runs every reference call
@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import os
 import sys
 
 import torch
@@ -99,6 +100,41 @@ SWITCHES: dict = {
     "gc_threshold": (lambda: list(gc.get_threshold()), lambda v: gc.set_threshold(*v)),
     "switch_interval": (sys.getswitchinterval, sys.setswitchinterval),
 }
+# Allocator behaviour (reward hack #7b): the caching allocator off, a memory fraction, a garbage-
+# collection threshold or expandable segments make every allocation of the *reference* slower (a
+# cudaMalloc per call instead of a cache hit). Read without initialising CUDA: a CPU job stays off
+# the GPU, and a getter this torch build lacks only drops its switch.
+_ALLOC_ENV = ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF", "PYTORCH_HIP_ALLOC_CONF",
+              "PYTORCH_NO_CUDA_MEMORY_CACHING")
+
+
+def _env(name: str) -> tuple:
+    """Read by the allocator when it initialises, so a later change reaches a CUDA context started
+    afterwards (and every child process); ``None`` is unset."""
+    return (lambda: os.environ.get(name),
+            lambda v: os.environ.pop(name, None) if v is None else os.environ.__setitem__(name, v))
+
+
+def _memory_fraction() -> float:
+    get = torch.cuda.memory.get_per_process_memory_fraction  # absent before torch 2.8: no switch
+    if not torch.cuda.is_initialized():  # the default a CUDA context would start with
+        return 1.0
+    return float(get())
+
+
+def _mobile_cpu_allocator(on: bool) -> None:
+    (torch._C._set_default_mobile_cpu_allocator if on else torch._C._unset_default_mobile_cpu_allocator)()
+
+
+SWITCHES.update({
+    "allocator_settings": (_call(torch._C, "_accelerator_getAllocatorSettings"),
+                           _call(torch._C, "_accelerator_setAllocatorSettings")),
+    "cuda_caching_allocator": (_call(torch._C, "_cuda_cudaCachingAllocator_is_enabled"),
+                               lambda v: torch.cuda.memory.caching_allocator_enable(v)),
+    "cuda_memory_fraction": (_memory_fraction, lambda v: torch.cuda.set_per_process_memory_fraction(v)),
+    "cpu_mobile_allocator": (_call(torch._C, "_is_default_mobile_cpu_allocator_set"), _mobile_cpu_allocator),
+    **{f"env {name}": _env(name) for name in _ALLOC_ENV},
+})
 # A candidate may choose these for its own calls (``set_threads`` is one of Arbor's moves; cuDNN's
 # autotuner only picks among exact algorithms): not flagged, but the reference never sees them.
 OWN = frozenset({"num_threads", "num_interop_threads", "cudnn_benchmark"})

@@ -12,7 +12,7 @@ from .corpus import failed_gate, judge_all, load
 HOSTILE = load("hostile")
 HONEST = load("honest")
 GPU = load("gpu")
-CPU_CLASSES = {1, 2, 3, 5, 6, 7, 8, 9, 10, 12, 13, 14, 20}  # 4 and 11 need a GPU (tests in gpu/)
+CPU_CLASSES = {1, 2, 3, 5, 6, 7, 8, 9, 10, 12, 13, 14, 15, 20}  # 4 and 11 need a GPU (tests in gpu/)
 
 
 def _ids(cases):

@@ -101,3 +101,25 @@ def test_autotune_without_a_driver_is_a_clear_runtime_error(monkeypatch):
     m = measure_kernel(LocalRunner(), KernelRequest(PROBLEM, tuned, **FAST))
     assert (m.status, m.error_class) == ("error", "runtime_error")
     assert "no GPU driver" in m.error_text and "Triton" in m.error_text
+
+
+def test_a_kernel_whose_result_is_discarded_is_flagged_by_the_no_op_test(monkeypatch):
+    """Reward hack #15: the kernel runs, but the output comes from PyTorch; replaced by a no-op,
+    the candidate still returns the right answer, so the kernel is not its optimisation."""
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    discarded = _candidate(launch="add_kernel[(triton.cdiv(n, 1024),)](x, y, out, n, BLOCK=1024)\n"
+                                  "        out = torch.add(x, y)")
+    m = measure_kernel(LocalRunner(), KernelRequest(PROBLEM, discarded, **FAST))
+    assert (m.status, m.error_class) == ("error", "hack_suspected"), m.error_text
+    assert "add_kernel replaced by a no-op" in m.error_text
+
+
+def test_an_autotuned_kernel_that_runs_is_live(monkeypatch):
+    """The autotuner wraps the kernel: a launch through it counts as the kernel running, and the
+    no-op test reaches the kernel inside it (its output is then poisoned memory: live)."""
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    tuned = _candidate(launch="add_kernel[(triton.cdiv(n, 1024),)](x, y, out, n)").replace(
+        "@triton.jit", "@triton.autotune(configs=[triton.Config({'BLOCK': 1024})], key=['n'])\n@triton.jit")
+    m = measure_kernel(LocalRunner(), KernelRequest(PROBLEM, tuned, **FAST))
+    assert m.status == "ok", (m.error_class, m.error_text)
+    assert m.stats["not_run_in_forward"] == []

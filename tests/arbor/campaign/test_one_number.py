@@ -1,6 +1,7 @@
 """One number per node on every surface. A finished (replayed) campaign whose best was verified:
-the node's Critic value reads the same in history, tree, show, export, the run summary and
-``best``; the verified median reads the same in the run summary, ``--json`` and ``best``; and the
+the node's Critic value reads the same in history, tree, show, export, the run summary, ``best``,
+the dashboard and the report; the verified median reads the same in the run summary, ``--json``,
+``best``, the dashboard's header and the report's summary, each saying which number it is; and the
 times and CI beside the reported speedup come from the one paired measurement that is that ratio."""
 
 from __future__ import annotations
@@ -12,7 +13,9 @@ import pytest
 from rich.console import Console
 
 from arbor.campaign.run import run_campaign
+from arbor.campaign.source import resolve_source
 from arbor.cli.terminal import print_summary
+from arbor.dashboard import CampaignFeed, render_frame
 
 from tests.arbor.helpers import arbor, arbor_json
 from tests.arbor.campaign.test_verify import _dump, _run, _sp, _spec
@@ -54,3 +57,29 @@ def test_every_surface_shows_the_same_number_for_the_same_node(finished):
     print_summary(Console(file=text, width=200), s)
     out = text.getvalue()
     assert f"{s.speedup:.3f}x" in out and f"{critic_value:.3f}x" in out and "verified" in out
+
+
+def test_the_dashboard_and_the_report_show_the_reported_number_and_say_which(finished, tmp_path):
+    spec, s = finished
+    url, node = spec.store_url(), s.best_node
+    verified, critic_value = f"{s.speedup:.3f}x", f"{s.node_speedup:.3f}x"
+    assert verified != critic_value  # else this test could not tell the two apart
+
+    feed = CampaignFeed(resolve_source(url))
+    try:
+        console = Console(record=True, width=200, height=50, file=io.StringIO())
+        render_frame(feed, console, width=200, height=50)
+        frame = console.export_text()
+    finally:
+        feed.close()
+    assert f"best [{node}] {verified} (verified: median of 3 measurements)" in frame
+    assert f"[{node}] " in frame and critic_value in frame  # the tree: the node's Critic value
+
+    arbor_json("report", url, "-o", str(tmp_path / "rep"))
+    md = (tmp_path / "rep" / "report.md").read_text()
+    html = (tmp_path / "rep" / "report.html").read_text()
+    ci = f"95% CI {s.ci[0]:.3f}x – {s.ci[1]:.3f}x"
+    row = f"node {node} "
+    line = next(x for x in md.splitlines() if x.startswith("| best |"))
+    assert row in line and f"{verified} (verified: median of 3 measurements; {ci}), Critic value {critic_value}" in line
+    assert f"{verified} (verified: median of 3 measurements; {ci})" in html

@@ -28,3 +28,16 @@ def test_dtype_change_gets_the_accuracy_probe_declared_or_not():
     # a knob the file marks is still honoured (compile is not numerics by name)
     assert _adapter(False).needs_accuracy({**_adapter(False).t.defaults(), "compile": True})
     assert not _adapter(True).needs_accuracy({**_adapter(True).t.defaults(), "compile": True})
+
+
+def test_every_measurement_of_a_numerics_change_carries_the_probe_resumed_ones_included():
+    """The request is built from the stored artifact alone (no purpose, no run state): a resumed
+    process, a re-measurement, a confirmation and a final verification all get the probe."""
+    import json
+
+    first = _adapter(True)
+    source = json.dumps({**first.t.defaults(), "dtype": "bfloat16"})
+    resumed = _adapter(True)  # a new process after a kill: a fresh adapter from the same file
+    assert first.request(source).accuracy is not None
+    assert resumed.request(source).accuracy is not None
+    assert resumed.request(resumed.root_source()).accuracy is None  # the baseline's A/A
