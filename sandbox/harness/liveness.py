@@ -27,8 +27,10 @@ import types
 import torch
 
 _SO = (".so", ".pyd", ".dylib")
-_LIBS = tuple(os.path.abspath(p) + os.sep for p in {sysconfig.get_paths()["purelib"],
-                                                   sysconfig.get_paths()["platlib"]})
+# Where installed and standard-library extension modules live (``math``, numpy's, torch's own):
+# never the candidate's. Everything under the interpreter's prefixes counts, lib-dynload included.
+_LIBS = tuple(sorted({os.path.abspath(p) + os.sep for p in (
+    *sysconfig.get_paths().values(), sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix)}))
 
 
 def _triton_kernel(obj) -> bool:  # type: ignore[no-untyped-def]
