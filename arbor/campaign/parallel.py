@@ -33,6 +33,9 @@ from .context import Context
 from .sandbox_setup import runner_options
 
 SPECULATE = True  # expand a new best while its confirmation runs (see Parallel.judged)
+EXPAND_IN_FLIGHT = True  # expand nodes before their first verdict, discounted (TreeIndex.speculative)
+EARLY_START = True  # measure the baseline's children while it is measured (Parallel.early_start)
+VERIFY_AHEAD = True  # idle workers in the drain take the best's final measurements (verify.verify_ahead)
 HANG_GRACE_S = 120.0  # beyond the sandbox's limit before a silent worker counts as hung
 
 
@@ -139,6 +142,7 @@ class Parallel:
         self.confirming: dict[int, float] = {}  # node -> first measured speedup, while it is confirmed
         self.speculate = SPECULATE
         self.held: set[int] = set()  # measured before the baseline was judged: judged right after it
+        ctx.index.keep_pending = EXPAND_IN_FLIGHT
         self._stop = threading.Event()
         self._beat = threading.Thread(target=self._heartbeat, daemon=True, name="arbor-heartbeat")
         self._beat.start()
@@ -182,7 +186,7 @@ class Parallel:
         when the baseline's verdict brings advice the first proposals should use: a bottleneck
         profile (kernel targets) or warm-start priors from a knowledge store."""
         kn = self.ctx.spec.knowledge
-        return not self.ctx.target.profiles and (kn is None or not kn.enabled)
+        return EARLY_START and not self.ctx.target.profiles and (kn is None or not kn.enabled)
 
     def _baseline_judged(self) -> bool:
         root = self.ctx.index.root()
@@ -196,6 +200,23 @@ class Parallel:
             return False
         self.held.add(node.id)
         return True
+
+    def select_in_flight(self, step: int):  # type: ignore[no-untyped-def]
+        """Nothing judged is left to expand, yet workers are free: expand the most promising node
+        still awaiting its first verdict (``TreeIndex.speculative``), rather than leave a worker
+        idle until a result opens new moves. Its children are measured against the baseline like
+        any candidate, so they stay valid if it is rejected. Only ever fills a worker that would
+        idle: it never displaces a choice among judged nodes. None when there is none."""
+        ctx = self.ctx
+        if not EXPAND_IN_FLIGHT or self.executor.free_slots() <= 0:
+            return None
+        idx = ctx.index
+        is_known = lambda sha: idx.has_artifact(sha) and ctx.store.find_node(ctx.cid, sha) is not None  # noqa: E731
+        idx.speculative = True
+        try:
+            return ctx.orchestrator.select(idx, ctx.source, is_known, step)
+        finally:
+            idx.speculative = False
 
     def finals_in_flight(self, node_id: int) -> int:
         return sum(1 for f in self.flights.values() if f.node_id == node_id and f.purpose == "final")

@@ -64,6 +64,8 @@ def select(ctx: Context, state: LoopState) -> LoopState:
         # the index (just refreshed) rules out almost every sha without a query; the store confirms
         is_known = lambda sha: idx.has_artifact(sha) and ctx.store.find_node(ctx.cid, sha) is not None  # noqa: E731
         sel = ctx.orchestrator.select(idx, ctx.source, is_known, state.get("step", 0))
+        if sel is None and flying:  # free workers: bet on a node still being measured
+            sel = ctx.parallel.select_in_flight(state.get("step", 0))
         if sel is None:
             reason = "exhausted: no untried move left on any accepted node"
             if flying:  # what is in flight may open new moves when it is accepted

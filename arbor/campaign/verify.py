@@ -96,7 +96,9 @@ def verify_ahead(ctx: Context) -> int:
     par = ctx.parallel
     wanted = ctx.spec.critic.final_measurements
     best = ctx.index.best()
-    if par is None or wanted < 2 or not ctx.target.verify_best or best is None or best.parent_id is None:
+    from .parallel import VERIFY_AHEAD
+
+    if par is None or not VERIFY_AHEAD or wanted < 2 or not ctx.target.verify_best or best is None or best.parent_id is None:
         return 0
     have = sum(1 for m in ctx.store.measurements(best.id) if m.status == "ok") + par.finals_in_flight(best.id)
     n = max(0, min(wanted - have, par.executor.free_slots()))

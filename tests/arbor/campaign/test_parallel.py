@@ -132,3 +132,20 @@ def test_final_measurements_taken_ahead_are_unique_and_complete_the_verification
     best = s.verified["node_id"]
     ok = rows(db, f"SELECT COUNT(*) FROM measurements WHERE node_id={best} AND status='ok'")[0][0]
     assert ok >= spec.critic.final_measurements
+
+
+def test_workers_with_nothing_judged_to_expand_take_children_of_nodes_in_flight(tmp_path):
+    # the softmax landscape's baseline has 5 moves: with 8 workers, 2 would idle for a whole round
+    spec = replay_spec(tmp_path, "bets", workers=8, max_evaluations=10, time_scale=0.05)
+    seen, report = _events({"measuring", "verdict"})
+    run_campaign(spec, report)
+    judged, bets = set(), []
+    for kind, d in seen:
+        n = d["node"]
+        if kind == "verdict":
+            judged.add(n.id)
+        elif d.get("purpose") == "primary" and n.parent_id is not None and n.parent_id not in judged:
+            bets.append(n)
+    root = min(d["node"].id for _, d in seen)
+    assert any(n.parent_id != root for n in bets)  # a child of a candidate still being measured
+    assert_nothing_lost_or_doubled(tmp_path / "arbor.db")
