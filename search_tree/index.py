@@ -83,6 +83,11 @@ class TreeIndex:
                  virtual_loss: float = VIRTUAL_LOSS):
         self.campaign_id = campaign_id
         self.virtual_loss = virtual_loss
+        # parallel campaigns keep nodes awaiting their first verdict whole (keep_pending), so that
+        # with ``speculative`` on they can be expanded too, their moves' priors discounted by the
+        # chance that the node itself is accepted (``_speculative_rows``)
+        self.keep_pending = False
+        self.speculative = False
         self._pending_ids: set[int] = set()  # children counted in their parent's "pending"
         self._provisional: dict[int, float] = {}  # row -> first measured value, while confirming
         self.prior_bound = prior_bound
@@ -138,6 +143,8 @@ class TreeIndex:
                 if n.state not in _FINAL:
                     g["pending"][prow] += 1
                     self._pending_ids.add(n.id)
+                    if self.keep_pending:  # kept whole while it may be expanded before its verdict
+                        self.records[n.id] = n
                 r = prow
                 while r >= 0:  # one more expansion below every ancestor
                     g["visits"][r] += 1
@@ -160,6 +167,8 @@ class TreeIndex:
         if self._provisional.pop(row, None) is not None and n.state != "accepted":
             self.records.pop(n.id, None)
             g["value"][row] = np.nan  # its q keeps only what its children earned themselves
+        elif n.state != "accepted" and n.parent_id is not None:
+            self.records.pop(n.id, None)  # expanded speculatively, then not accepted
         if n.id in self._pending_ids:
             self._pending_ids.discard(n.id)
             g["pending"][g["parent"][row]] -= 1
@@ -228,17 +237,47 @@ class TreeIndex:
         mask = c["state"][:n] == ACCEPTED
         for row in self._provisional:  # parallel campaigns: wins still being confirmed
             mask[row] = True
+        spec = self._speculative_rows() if self.speculative else {}
+        for row in spec:
+            mask[row] = True
         mask &= c["expandable"][:n]
         rows = np.nonzero(mask)[0]
         parent = c["parent"][rows]
         own_visits = c["visits"][rows]
         parent_visits = np.where(parent >= 0, c["visits"][np.maximum(parent, 0)], own_visits)
         value = np.nan_to_num(c["value"][rows], nan=0.0)
+        prior = c["prior"][rows]
+        if spec:  # a node in flight: valued as what it is measured against, its moves discounted
+            conf = np.array([spec.get(int(r), (0.0, 1.0))[1] for r in rows])
+            value = value + np.array([spec.get(int(r), (0.0, 1.0))[0] for r in rows])
+            prior = prior * conf
         q = np.maximum(c["q"][rows], value)
         pending = c["pending"][rows]
         if self.virtual_loss and pending.any():  # work in flight below a node: a virtual loss
             q = q - self.virtual_loss * pending / (1.0 + own_visits)
-        return rows, q, value, own_visits, parent_visits, c["prior"][rows]
+        return rows, q, value, own_visits, parent_visits, prior
+
+    def _speculative_rows(self) -> dict[int, tuple[float, float]]:
+        """Rows awaiting their first verdict whose parent is judged (or being confirmed) -> (the
+        parent's value: they are valued as what they are measured against, their prior: the chance
+        they are accepted). Expanding one bets on its own move working; one level deep only, since
+        PUCT's exploration term favours unvisited nodes and chains of bets compound."""
+        c, out = self._g.cols, {}
+        for nid in self._pending_ids:
+            row = self.row_of.get(nid)
+            rec = self.records.get(nid)
+            if row is None or rec is None or row in self._provisional:
+                continue
+            p = int(c["parent"][row])
+            if c["state"][p] != ACCEPTED and p not in self._provisional:
+                continue
+            out[row] = (float(np.nan_to_num(c["value"][p], nan=0.0)),
+                        float(rec.prior) if rec.prior is not None else 0.5)
+        return out
+
+    def confidence(self, row: int) -> float:
+        """The factor ``candidate_arrays`` applied to ``row``'s prior (1 for a judged node)."""
+        return self._speculative_rows().get(row, (0.0, 1.0))[1] if self.speculative else 1.0
 
     def set_provisional(self, node: NodeRecord, value: float) -> None:
         """Let a node whose first measurement is a new best be expanded while its confirmation

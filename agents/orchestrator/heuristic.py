@@ -95,6 +95,7 @@ class HeuristicOrchestrator(Orchestrator):
             best_prior = options[0].prior if options else 0.0
             was = prior[i]
             index.set_prior(row, best_prior)
+            best_prior *= index.confidence(row)  # below 1 for a node expanded before its verdict
             if options and best_prior >= was - 1e-12:
                 note = (f"{self.policy.name}: node {node.id} (Q={q[i]:.3f}, N={int(visits[i])}, "
                         f"P={best_prior:.2f}, {len(rows)} expandable)")

@@ -33,6 +33,9 @@ from .context import Context
 from .sandbox_setup import runner_options
 
 SPECULATE = True  # expand a new best while its confirmation runs (see Parallel.judged)
+EXPAND_IN_FLIGHT = True  # expand nodes before their first verdict, discounted (TreeIndex.speculative)
+EARLY_START = True  # measure the baseline's children while it is measured (Parallel.early_start)
+VERIFY_AHEAD = True  # idle workers in the drain take the best's final measurements (verify.verify_ahead)
 HANG_GRACE_S = 120.0  # beyond the sandbox's limit before a silent worker counts as hung
 
 
@@ -138,6 +141,8 @@ class Parallel:
         self.flights: dict[int, Flight] = {}
         self.confirming: dict[int, float] = {}  # node -> first measured speedup, while it is confirmed
         self.speculate = SPECULATE
+        self.held: set[int] = set()  # measured before the baseline was judged: judged right after it
+        ctx.index.keep_pending = EXPAND_IN_FLIGHT
         self._stop = threading.Event()
         self._beat = threading.Thread(target=self._heartbeat, daemon=True, name="arbor-heartbeat")
         self._beat.start()
@@ -169,7 +174,70 @@ class Parallel:
             self.confirming.pop(node_id, None)
 
     def in_flight(self) -> set[int]:
-        return set(self.flights)
+        """Nodes the loop must not pick up as half-done work: measurements running, and candidates
+        measured while the baseline was, which wait for its verdict (see ``hold``)."""
+        return set(self.flights) | (self.held if self.held and not self._baseline_judged() else set())
+
+    def early_start(self) -> bool:
+        """Whether the baseline's children may be proposed and measured while the baseline itself
+        is measured. Every candidate is paired against the reference inside its own measurement,
+        so only *judging* needs the baseline (its noise floor, reference time, fingerprint); seven
+        idle workers during the first measurement are the largest loss of a short campaign. Not
+        when the baseline's verdict brings advice the first proposals should use: a bottleneck
+        profile (kernel targets) or warm-start priors from a knowledge store."""
+        kn = self.ctx.spec.knowledge
+        return EARLY_START and not self.ctx.target.profiles and (kn is None or not kn.enabled)
+
+    def _baseline_judged(self) -> bool:
+        root = self.ctx.index.root()
+        return root is not None and root.state in ("accepted", "rejected", "failed", "pruned")
+
+    def hold(self, node) -> bool:  # type: ignore[no-untyped-def]
+        """A candidate measured before the baseline was judged waits for that verdict (the Critic
+        needs its noise floor); True when ``node`` must wait."""
+        if node.parent_id is None or self._baseline_judged():
+            self.held.discard(node.id)
+            return False
+        self.held.add(node.id)
+        return True
+
+    def select_in_flight(self, step: int):  # type: ignore[no-untyped-def]
+        """Nothing judged is left to expand, yet workers are free: expand the most promising node
+        still awaiting its first verdict (``TreeIndex.speculative``), rather than leave a worker
+        idle until a result opens new moves. Its children are measured against the baseline like
+        any candidate, so they stay valid if it is rejected. Only ever fills a worker that would
+        idle: it never displaces a choice among judged nodes. None when there is none."""
+        ctx = self.ctx
+        if not EXPAND_IN_FLIGHT or self.executor.free_slots() <= 0:
+            return None
+        idx = ctx.index
+        is_known = lambda sha: idx.has_artifact(sha) and ctx.store.find_node(ctx.cid, sha) is not None  # noqa: E731
+        idx.speculative = True
+        try:
+            return ctx.orchestrator.select(idx, ctx.source, is_known, step)
+        finally:
+            idx.speculative = False
+
+    def finals_in_flight(self, node_id: int) -> int:
+        return sum(1 for f in self.flights.values() if f.node_id == node_id and f.purpose == "final")
+
+    def next_attempt(self, node_id: int) -> int:
+        """The next free attempt number of ``node_id``, counting those in flight."""
+        ms = self.ctx.store.measurements(node_id)
+        return max([m.attempt for m in ms] + [f.attempt for f in self.flights.values() if f.node_id == node_id],
+                   default=0) + 1
+
+    def submit_final(self, node_id: int) -> None:
+        """One final-verification measurement of an accepted node on a free worker, while the search
+        has nothing to give it (``verify.verify_ahead``). The node stays as it is (finished nodes are
+        immutable); the measurement is only recorded, under its own attempt number."""
+        ctx = self.ctx
+        node = ctx.store.get_node(node_id)
+        attempt = self.next_attempt(node_id)
+        key = (node_id, attempt)
+        worker = self.executor.submit(key, measure_task(ctx, ctx.source(node.artifact_sha)))
+        self.flights[key] = Flight(node_id, attempt, "final", False)  # type: ignore[index]
+        ctx.report("measuring", {"node": node, "attempt": attempt, "purpose": "final", "worker": worker})
 
     def pending_evaluations(self) -> int:
         return sum(1 for f in self.flights.values() if f.primary)
@@ -184,6 +252,9 @@ class Parallel:
         ctx.store.start_running(node_id, ctx.owner)
         worker = self.executor.submit(node_id, measure_task(ctx, ctx.source(node.artifact_sha)))
         self.flights[node_id] = Flight(node_id, attempt, purpose, attempt == 1 and node.parent_id is not None)
+        if node.parent_id is None and attempt == 1 and self.early_start():
+            self.ctx.index.refresh(self.ctx.store)  # a fresh campaign's first step never refreshed it
+            self.ctx.index.set_provisional(node, 0.0)  # the baseline is expandable while it is measured
         ctx.report("measuring", {"node": node, "attempt": attempt, "purpose": purpose, "worker": worker})
 
     def record(self, done: Done) -> int | None:
@@ -192,6 +263,10 @@ class Parallel:
         f = self.flights.pop(done.key)
         if done.exception is not None:
             raise done.exception
+        if f.purpose == "final":  # verification ahead of time: recorded, nothing to judge; a lost one
+            if done.lost is None:  # is simply measured again by the final verification
+                ctx.store.record_measurement(f.node_id, f.attempt, f.purpose, done.result, ctx.runner.name)
+            return None
         if done.lost is not None:
             return self._lost(f, done)
         ctx.store.record_measurement(f.node_id, f.attempt, f.purpose, done.result, ctx.runner.name)
@@ -240,7 +315,8 @@ def measure(ctx: Context, state: dict) -> dict:
     # measured nodes a dead run left go on to the Critic; queued ones that found no free worker
     # bring the graph back here (critique → measure), which then waits for a worker
     ids = [nid for nid in state.get("node_ids", []) if nid not in par.flights]
-    if par.flights and (par.executor.free_slots() <= 0 or submitted == 0):
+    ready = any(ctx.store.get_node(nid).state == "measured" for nid in ids)  # the Critic need not wait
+    if par.flights and not ready and (par.executor.free_slots() <= 0 or submitted == 0):
         for done in par.executor.collect():
             nid = par.record(done)
             if nid is not None and nid not in ids:

@@ -22,6 +22,7 @@ from . import knowledge, store_retry, timing
 from .context import Context
 from .profiling import record_profile
 from .stopping import llm_stop_reason, stop_reason
+from .verify import verify_ahead
 
 
 class LoopState(TypedDict, total=False):
@@ -56,15 +57,19 @@ def select(ctx: Context, state: LoopState) -> LoopState:
     evals = ctx.evaluations() + (ctx.parallel.pending_evaluations() if flying else 0)
     reason = stop_reason(ctx.spec.budget, idx, evals, elapsed, timing.ahead_s(ctx)) or llm_stop_reason(ctx.llm)
     if (reason is not None or idx.root() is None) and flying:  # no new work: wait for what is in flight
+        verify_ahead(ctx)  # and give free workers the best's final measurements meanwhile
         return {"parent_id": None, "node_ids": [], "stop_reason": None}
     if reason is None:
         knowledge.ensure_warm_start(ctx)  # priors from similar problems, once the baseline is judged
         # the index (just refreshed) rules out almost every sha without a query; the store confirms
         is_known = lambda sha: idx.has_artifact(sha) and ctx.store.find_node(ctx.cid, sha) is not None  # noqa: E731
         sel = ctx.orchestrator.select(idx, ctx.source, is_known, state.get("step", 0))
+        if sel is None and flying:  # free workers: bet on a node still being measured
+            sel = ctx.parallel.select_in_flight(state.get("step", 0))
         if sel is None:
             reason = "exhausted: no untried move left on any accepted node"
             if flying:  # what is in flight may open new moves when it is accepted
+                verify_ahead(ctx)
                 return {"parent_id": None, "node_ids": [], "stop_reason": None}
         else:
             ctx.store.append_event(ctx.cid, "select", {"parent": sel.parent.id, "why": sel.score_note},
@@ -216,6 +221,8 @@ def critique(ctx: Context, state: LoopState) -> LoopState:
         if node.state != "measured":
             continue
         ctx.index.refresh(ctx.store)  # the best so far decides whether a win needs confirming
+        if ctx.parallel is not None and ctx.parallel.hold(node):  # measured before the baseline's verdict
+            continue
         ev, m = _evidence(ctx, node)
         if ctx.parallel is not None:  # wins still being confirmed count as the best to beat
             ev = ctx.parallel.evidence(node.id, ev)

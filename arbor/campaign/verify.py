@@ -68,13 +68,13 @@ def _verify(ctx: Context, node: NodeRecord, wanted: int, ref: tuple[float | None
     out.speedups = [s for s in (_ratio(ctx, m, ref) for m in ms) if s is not None]
     tries = 0
     while len(out.speedups) < wanted and tries < wanted:
-        results = _final_results(ctx, node, len(ms) + 1, min(wanted - len(out.speedups), wanted - tries))
+        results = _final_results(ctx, node, _next_attempt(ms), min(wanted - len(out.speedups), wanted - tries))
         if not results:
             out.failed = "worker_lost: the workers measuring it died twice"
             return out
         for result in results:
             tries += 1
-            m = ctx.store.record_measurement(node.id, len(ms) + 1, "final", result, ctx.runner.name)
+            m = ctx.store.record_measurement(node.id, _next_attempt(ms), "final", result, ctx.runner.name)
             ms.append(m)
             if _ratio(ctx, m) is None:
                 out.failed = f"{m.error_class or 'no samples'}: {(m.error_text or '').strip()[-300:]}"
@@ -87,6 +87,32 @@ def _verify(ctx: Context, node: NodeRecord, wanted: int, ref: tuple[float | None
     return out
 
 
+def _next_attempt(ms: list[MeasurementRecord]) -> int:
+    """After the highest attempt recorded: one measured ahead on a worker that was then lost
+    leaves a gap (``verify_ahead``)."""
+    return max((m.attempt for m in ms), default=0) + 1
+
+
+def verify_ahead(ctx: Context) -> int:
+    """With several workers and nothing left to propose (the budget is spent or every move is
+    tried, while the last candidates are still measured), free workers start the believed best's
+    final measurements now instead of idling until the final verification measures them alone.
+    If a candidate still in flight becomes the best, these measurements were taken on workers
+    that had nothing else to do, and the old best remains a contender. Returns how many started."""
+    par = ctx.parallel
+    wanted = ctx.spec.critic.final_measurements
+    best = ctx.index.best()
+    from .parallel import VERIFY_AHEAD
+
+    if par is None or not VERIFY_AHEAD or wanted < 2 or not ctx.target.verify_best or best is None or best.parent_id is None:
+        return 0
+    have = sum(1 for m in ctx.store.measurements(best.id) if m.status == "ok") + par.finals_in_flight(best.id)
+    n = max(0, min(wanted - have, par.executor.free_slots()))
+    for _ in range(n):
+        par.submit_final(best.id)
+    return n
+
+
 def _final_results(ctx: Context, node: NodeRecord, attempt: int, missing: int) -> list[dict]:
     """The next final measurement — or, with several workers, all ``missing`` ones at once, each on
     its own worker (attempt numbers are reserved in order, so a resumed run never reuses one)."""
@@ -96,11 +122,11 @@ def _final_results(ctx: Context, node: NodeRecord, attempt: int, missing: int) -
         jobs = [(node.id, attempt + i) for i in range(missing)]
         got = verify_measure(ctx, jobs)
         return [got[j] for j in jobs if j in got]
-    ctx.report("measuring", {"node": node, "attempt": attempt, "purpose": "final", "phase": "verify"})
-    if ctx.parallel is not None:
+    if ctx.parallel is not None:  # verify_measure reports it
         from .parallel import verify_measure
 
         return list(verify_measure(ctx, [(node.id, attempt)]).values())
+    ctx.report("measuring", {"node": node, "attempt": attempt, "purpose": "final", "phase": "verify"})
     return [ctx.target.measure(ctx.runner, ctx.source(node.artifact_sha))]
 
 

@@ -65,3 +65,30 @@ def test_a_win_being_confirmed_is_expandable_until_it_is_rejected(store):
     _finish(store, b, "rejected")  # the confirmation did not hold
     idx.refresh(store)
     assert b.id not in _scores(idx) and idx.node(idx.row_of[b.id]) is None
+
+
+def test_a_node_in_flight_is_expandable_only_speculatively_valued_as_its_parent_and_discounted(store):
+    cid = store.get_or_create_campaign("c", "kernel", {}).id
+    root = _node(store, cid, "root")
+    _finish(store, root, "accepted", 0.0)
+    a = _node(store, cid, "a", root.id, "m1")
+    _finish(store, a, "accepted", 0.4)
+    b = store.add_node(cid, store.put_artifact("b", "kernel_source"), "t", parent_id=a.id, move_id="m2", prior=0.3)
+    idx = TreeIndex(cid)
+    idx.keep_pending = True
+    idx.refresh(store)
+    assert b.id not in _scores(idx)  # by default only judged nodes are expanded
+    idx.speculative = True
+    rows, q, value, visits, pv, prior = idx.candidate_arrays()
+    at = {int(idx._g.cols["id"][r]): i for i, r in enumerate(rows)}
+    assert value[at[b.id]] == pytest.approx(0.4)  # valued as what it is measured against
+    assert prior[at[b.id]] == pytest.approx(0.3 * idx._g.cols["prior"][idx.row_of[b.id]])
+    assert idx.confidence(idx.row_of[b.id]) == pytest.approx(0.3) and idx.confidence(idx.row_of[a.id]) == 1.0
+    assert idx.node(idx.row_of[b.id]).id == b.id
+    c = store.add_node(cid, store.put_artifact("c", "kernel_source"), "t", parent_id=b.id, move_id="m3", prior=0.9)
+    idx.refresh(store)
+    assert c.id not in _scores(idx)  # one level of bets only: its parent is itself in flight
+    _finish(store, b, "rejected")
+    idx.refresh(store)
+    assert b.id not in _scores(idx) and idx.node(idx.row_of[b.id]) is None  # rejected: no longer expandable
+    assert c.id not in _scores(idx)  # nor is a bet on a rejected parent

@@ -80,3 +80,72 @@ def test_too_many_local_workers_is_one_line(tmp_path):
     k.executor = k.executor.model_copy(update={"workers": 64})
     with pytest.raises(SandboxError, match=r"executor.workers=64 .* lower executor.workers"):
         run_campaign(k, lambda *a: None)
+
+
+def test_the_baselines_children_are_measured_while_it_is_and_judged_after_it(tmp_path):
+    spec = replay_spec(tmp_path, "early", workers=4, max_evaluations=6, time_scale=0.05)
+    seen, report = _events({"measuring", "verdict"})
+    s = run_campaign(spec, report)
+    order = [(kind, d["node"].parent_id is None) for kind, d in seen]
+    root_verdict = order.index(("verdict", True))
+    before = order[:root_verdict]
+    assert ("measuring", False) in before  # a candidate started while the baseline was measured
+    assert ("verdict", False) not in before  # but nothing was judged before the baseline's noise floor
+    assert s.stop_reason.startswith("budget: 6 evaluations")
+    assert_nothing_lost_or_doubled(tmp_path / "arbor.db")
+
+
+def test_no_early_start_when_the_baselines_verdict_brings_advice():
+    from types import SimpleNamespace as NS
+
+    par = parallel.Parallel.__new__(parallel.Parallel)
+    for profiles, knowledge, early in ((False, None, True), (True, None, False),
+                                       (False, NS(enabled=True), False), (False, NS(enabled=False), True)):
+        par.ctx = NS(target=NS(profiles=profiles), spec=NS(knowledge=knowledge))
+        assert par.early_start() is early, (profiles, knowledge)
+
+
+def test_free_workers_take_the_bests_missing_final_measurements():
+    from types import SimpleNamespace as NS
+
+    from arbor.campaign.verify import verify_ahead
+
+    started, flying = [], {7: 0}
+    par = NS(finals_in_flight=lambda nid: flying[nid], executor=NS(free_slots=lambda: 5),
+             submit_final=lambda nid: (started.append(nid), flying.__setitem__(nid, flying[nid] + 1)))
+    best = NS(id=7, parent_id=1)
+    ctx = NS(parallel=par, spec=NS(critic=NS(final_measurements=4)), target=NS(verify_best=True),
+             index=NS(best=lambda: best), store=NS(measurements=lambda nid: [NS(status="ok"), NS(status="ok")]))
+    assert verify_ahead(ctx) == 2 and started == [7, 7]  # 4 wanted, 2 measured: the 2 missing start now
+    assert verify_ahead(ctx) == 0  # already in flight: never more than the verification needs
+    best.parent_id = None
+    flying[7] = 0
+    assert verify_ahead(ctx) == 0  # the baseline is not verified
+
+
+def test_final_measurements_taken_ahead_are_unique_and_complete_the_verification(tmp_path):
+    spec = replay_spec(tmp_path, "ahead", workers=4, max_evaluations=10, time_scale=0.02)
+    s = run_campaign(spec, lambda *a: None)
+    db = tmp_path / "arbor.db"
+    assert_nothing_lost_or_doubled(db)
+    assert s.verified is not None
+    best = s.verified["node_id"]
+    ok = rows(db, f"SELECT COUNT(*) FROM measurements WHERE node_id={best} AND status='ok'")[0][0]
+    assert ok >= spec.critic.final_measurements
+
+
+def test_workers_with_nothing_judged_to_expand_take_children_of_nodes_in_flight(tmp_path):
+    # the softmax landscape's baseline has 5 moves: with 8 workers, 2 would idle for a whole round
+    spec = replay_spec(tmp_path, "bets", workers=8, max_evaluations=10, time_scale=0.05)
+    seen, report = _events({"measuring", "verdict"})
+    run_campaign(spec, report)
+    judged, bets = set(), []
+    for kind, d in seen:
+        n = d["node"]
+        if kind == "verdict":
+            judged.add(n.id)
+        elif d.get("purpose") == "primary" and n.parent_id is not None and n.parent_id not in judged:
+            bets.append(n)
+    root = min(d["node"].id for _, d in seen)
+    assert any(n.parent_id != root for n in bets)  # a child of a candidate still being measured
+    assert_nothing_lost_or_doubled(tmp_path / "arbor.db")
