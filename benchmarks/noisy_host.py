@@ -92,7 +92,7 @@ def campaign(args, workdir: Path) -> dict:  # type: ignore[no-untyped-def]
     finally:
         store.close()
     root = next((n for n in nodes if n.parent_id is None), None)
-    verified = (s.verified or {}).get("median") if isinstance(s.verified, dict) else None
+    verified = (s.verified or {}).get("speedup") if isinstance(s.verified, dict) else None
     return {"completed": root is not None and root.state == "accepted",
             "stop_reason": s.stop_reason, "speedup": verified or s.speedup, "verified": verified is not None,
             "candidates": sum(n.parent_id is not None for n in nodes),
