@@ -59,6 +59,9 @@ class Point(Strict):
     error_class: str | None = None
     error_text: str | None = None
     runs: list[Run] = Field(default_factory=list)
+    accuracy: Literal["passed", "failed"] | None = Field(
+        default=None, description="serving: the accuracy gate's outcome when the point was recorded "
+        "(a replayed config that changes numerics is accepted only with 'passed')")
     # runs whose reference ran slower than this are not trusted (set by the landscape, see below)
     _max_reference_s: float | None = PrivateAttr(default=None)
 

@@ -20,6 +20,7 @@ from arbor.agents.critic.gates import Evidence
 from arbor.agents.skills import MoveSpec, SkillSpec
 from arbor.agents.transforms.knobs import canonical_config, parse_config
 from arbor.targets.landscape import Landscape, LandscapeError, Point, load_landscape
+from arbor.targets.numerics_knobs import changes_outputs
 from arbor.sandbox.runner import Runner
 from arbor.search_tree.records import MeasurementRecord
 from arbor.search_tree.store import artifact_sha
@@ -126,6 +127,11 @@ class ReplayAdapter(TargetAdapter):
                           f"{self.landscape.name} (off-grid or not recorded)")
         if point.status != "ok" or not point.runs:
             return _error(point.error_class or "runtime_error", point.error_text or "failed when recorded")
+        unchecked = self.unchecked_numerics(point)
+        if unchecked:
+            return _error("incorrect", f"{', '.join(unchecked)} change the generated tokens and this point "
+                          f"was recorded with accuracy {point.accuracy or 'unchecked'}: a replay does not "
+                          "accept it on speed alone — record it with the accuracy gate passing")
         sha = artifact_sha(source)
         b, c, seconds = self.landscape.replay(point, self.seed, self._draws[sha])
         self._draws[sha] += 1
@@ -139,6 +145,14 @@ class ReplayAdapter(TargetAdapter):
             "fingerprint": {"replay": self.landscape.name, **self.landscape.recorded.get("machine", {})},
             "duration_s": seconds,
         }
+
+    def unchecked_numerics(self, point: Point) -> list[str]:
+        """Serving: the knobs that change numerics (declared or by name, as live campaigns judge
+        them) on which ``point`` differs from the default, unless its recorded accuracy passed."""
+        if self.landscape.kind != "serving" or point.accuracy == "passed":
+            return []
+        base = self.landscape.default_config()
+        return sorted(n for n, v in point.knobs.items() if v != base.get(n) and changes_outputs(n, None))
 
     def judge(self, critic, ev: Evidence, m: MeasurementRecord) -> Judgement:
         return critic.judge(ev, m.baseline_samples or [], m.candidate_samples or [])
