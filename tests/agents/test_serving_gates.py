@@ -137,3 +137,20 @@ def test_levels_carry_the_columns_of_vllm_bench_serve():
         for st in ("mean", "p50", "p99"):
             assert lv[f"{m}_{st}_ms"] is not None, (m, st)
     assert lv["ttft_p50_ms"] == pytest.approx(300 * 0.5 * 0.7) and lv["failed"] == 0 and lv["out_tok_s"] > 0
+
+
+def test_a_final_verification_measurement_counts_only_when_requests_and_accuracy_hold():
+    """What final verification may take from a re-measurement of an accepted config: its paired
+    ratio when every request succeeded and the accuracy probe passed, never a faster number
+    from a run that failed requests or drifted in its tokens."""
+    from arbor.agents.critic.serving_gates import final_ratio
+
+    base = probe([["a", "b", "c", "d"]] * 4)
+    good = raw([1, 1, 1], [2, 2, 2], accuracy={"baseline": base, "candidate": probe([["a", "b", "c", "d"]] * 4)})
+    assert final_ratio(good, CFG, SCFG) == pytest.approx(score(good, SCFG).ratio)
+    assert final_ratio(raw([1, 1, 1], [2, 2, 2]), CFG, SCFG) is not None  # no probe: nothing to regress
+    drifted = raw([1, 1, 1], [3, 3, 3], accuracy={"baseline": base, "candidate": probe([["a", "x", "y", "z"]] * 4)})
+    assert final_ratio(drifted, CFG, SCFG) is None
+    assert final_ratio(raw([1, 1, 1], [3, 3, 3], cand_failed=1), CFG, SCFG) is None
+    assert final_ratio(raw([1, 1, 1], [3, 3, 3], base_failed=1), CFG, SCFG) is None
+    assert final_ratio(None, CFG, SCFG) is None
