@@ -186,8 +186,10 @@ def _dir_files(directory: Path) -> list[tuple[str, str]]:
     return [(str(p), p.read_text(encoding="utf-8")) for p in sorted(directory.rglob("*.md"))]
 
 
-def load_skills(extra_dirs: list[Path] | None = None) -> list[SkillSpec]:
-    """Built-in skills plus ``extra_dirs`` (searched recursively for ``*.md``), sorted by (kind, name).
+def load_skills(extra_dirs: list[Path] | None = None, exclude: list[str] | None = None) -> list[SkillSpec]:
+    """Built-in skills plus ``extra_dirs`` (searched recursively for ``*.md``), sorted by (kind, name),
+    less the skills and move ids named in ``exclude`` (a name that is neither is an error: a typo
+    must not silently leave a move in).
 
     A skill in a later source replaces a same-named one from an earlier source, so users can
     override built-ins; two same-named skills in one source, or one move id used by two skills,
@@ -214,7 +216,18 @@ def load_skills(extra_dirs: list[Path] | None = None) -> list[SkillSpec]:
                                  f"move id {move.id!r} is also used by skill {other.name!r} ({other.path})",
                                  "rename one of the moves")
             owner[move.id] = skill
-    return skills
+    return _without(skills, owner, exclude or [])
+
+
+def _without(skills: list[SkillSpec], owner: dict[str, SkillSpec], exclude: list[str]) -> list[SkillSpec]:
+    names = {s.name for s in skills}
+    unknown = [x for x in exclude if x not in names and x not in owner]
+    if unknown:
+        raise SkillError("the campaign file", "skills.exclude", f"{', '.join(map(repr, unknown))} names no skill or move",
+                         "use a skill name from `arbor skills list` or a move id it lists")
+    drop = set(exclude)
+    return [s.model_copy(update={"moves": [m for m in s.moves if m.id not in drop]})
+            for s in skills if s.name not in drop]
 
 
 def kernel_moves(skills: list[SkillSpec], device: str) -> list[MoveSpec]:

@@ -43,13 +43,12 @@ def _problem_file(spec: CampaignSpec) -> Path | None:
 
 def fingerprints(spec: CampaignSpec) -> dict[str, str]:
     """spec / problem / skills digests (16 hex digits each)."""
-    from arbor.agents.skills import load_skills
 
     dumped = spec.model_dump(mode="json")
     measured = {k: dumped.get(k) for k in MEASURED_SECTIONS}
     path = _problem_file(spec)
     problem = path.read_text(encoding="utf-8", errors="replace") if path and path.is_file() else ""
-    skills = [s.model_dump(mode="json") for s in load_skills(spec.skill_dirs())]
+    skills = [s.model_dump(mode="json") for s in spec.load_skills()]
     return {"spec": _sha(measured), "problem": _sha(problem), "skills": _sha(skills)}
 
 

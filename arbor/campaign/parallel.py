@@ -30,6 +30,7 @@ from arbor.sandbox.executors import Done, Executor, LocalExecutor, plan_slots
 from arbor.sandbox.runner import Runner, make_runner
 
 from .context import Context
+from .profiling import profiling_on
 from .sandbox_setup import runner_options
 
 SPECULATE = True  # expand a new best while its confirmation runs (see Parallel.judged)
@@ -186,7 +187,7 @@ class Parallel:
         when the baseline's verdict brings advice the first proposals should use: a bottleneck
         profile (kernel targets) or warm-start priors from a knowledge store."""
         kn = self.ctx.spec.knowledge
-        return EARLY_START and not self.ctx.target.profiles and (kn is None or not kn.enabled)
+        return EARLY_START and not profiling_on(self.ctx) and (kn is None or not kn.enabled)
 
     def _baseline_judged(self) -> bool:
         root = self.ctx.index.root()

@@ -34,9 +34,14 @@ def hand_to_agents(ctx: Context, profile: dict) -> None:
     ctx.orchestrator.priors_may_rise(1.0 / OFF_TARGET)
 
 
+def profiling_on(ctx: Context) -> bool:
+    """The target kind has op-level profiles and the campaign did not switch them off."""
+    return bool(ctx.target.profiles and ctx.spec.measurement.profile)
+
+
 def record_profile(ctx: Context, node, why: str) -> dict | None:  # type: ignore[no-untyped-def]
     """Profile ``node``'s source, store it as a ``profile`` event and aim the agents with it."""
-    if not ctx.target.profiles:  # a target kind whose measurements have no op-level profile
+    if not profiling_on(ctx):  # no op-level profile for this target kind, or switched off
         return None
     try:
         source = ctx.store.get_artifact(node.artifact_sha)

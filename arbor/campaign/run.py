@@ -10,7 +10,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from arbor.agents.skills import load_skills
 from arbor.sandbox.proctree import pid_alive
 from arbor.search_tree import open_store
 from arbor.search_tree.sql.errors import first_line
@@ -70,7 +69,7 @@ def build_context(spec: CampaignSpec, store: Store, report: Callable[[str, dict]
     previous = store.acquire_campaign(campaign.id, owner, STALE_LEASE_S, pid_alive=pid_alive)
     if previous is not None:
         report("lease_taken_over", previous)
-    agents = build_agents(spec, target, load_skills(spec.skill_dirs()), store=store, campaign_id=campaign.id)
+    agents = build_agents(spec, target, spec.load_skills(), store=store, campaign_id=campaign.id)
     runner = open_sandbox(spec, store, campaign.id, report)  # runner + clock guard, per spec.sandbox
     ctx = Context(spec=spec, store=store, campaign=campaign, target=target, runner=runner,
                   critic=agents.critic, orchestrator=agents.orchestrator, specialist=agents.specialist,

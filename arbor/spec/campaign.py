@@ -102,6 +102,12 @@ class CampaignSpec(Strict):
     def skill_dirs(self) -> list[Path]:
         return [(self.base_dir / d).resolve() for d in self.skills.extra_dirs]
 
+    def load_skills(self):  # type: ignore[no-untyped-def]
+        """The campaign's skills: built-ins, its extra directories, less what it excludes."""
+        from arbor.agents.skills import load_skills
+
+        return load_skills(self.skill_dirs(), self.skills.exclude)
+
 
 _HINTS = {
     "missing": "add it",

@@ -85,6 +85,8 @@ class Measurement(Strict):
     min_repeats: int = Field(default=10, ge=5)
     max_repeats: int = Field(default=200, ge=5)
     min_sample_s: float = Field(default=2e-3, gt=0)
+    profile: bool = Field(default=True, description="profile the baseline and each new best (torch.profiler, one "
+                          "sandbox job each) and aim the agents at the hot ops; false saves those jobs")
     clock: Literal["auto", "wall", "cpu"] = Field(
         default="auto", description="CPU kernels: 'auto' times single-threaded work (num_threads: 1, "
         "candidate on one thread) in process CPU time, which other processes' load does not inflate, "
@@ -121,6 +123,8 @@ class Critic(Strict, CriticThresholds):
 
 class Skills(Strict):
     extra_dirs: list[str] = Field(default_factory=list)
+    exclude: list[str] = Field(default_factory=list, description="skills or move ids to leave out (e.g. "
+                               "compile-default where compiling costs more than the budget allows)")
 
 
 class StoreCfg(Strict):

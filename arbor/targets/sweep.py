@@ -25,7 +25,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
 
-from arbor.agents.skills import MoveSpec, load_skills
+from arbor.agents.skills import MoveSpec
 from arbor.agents.transforms import apply_move
 from arbor.agents.transforms.template import knob_values
 from arbor.sandbox.problem import ProblemError
@@ -139,7 +139,7 @@ def _space_of(spec: CampaignSpec) -> tuple[object, str, Space]:
     adapter = make_adapter(spec)
     adapter.validate()
     root = adapter.root_source()
-    return adapter, root, knob_space(root, adapter.moves(load_skills(spec.skill_dirs())), str(spec.problem_path()))
+    return adapter, root, knob_space(root, adapter.moves(spec.load_skills()), str(spec.problem_path()))
 
 
 def _move_decls(space: Space) -> list[MoveDecl]:

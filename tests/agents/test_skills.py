@@ -147,3 +147,15 @@ def test_duplicate_move_ids_and_user_overrides(tmp_path: Path) -> None:
     with pytest.raises(SkillError) as err:
         load_skills([tmp_path / "missing"])
     assert_one_line(err, "missing")
+
+
+def test_a_campaign_can_leave_skills_and_moves_out_and_a_typo_is_an_error():
+    from arbor.agents.skills import SkillError, load_skills
+
+    kept = load_skills(exclude=["torch-compile", "gelu-erf"])
+    names = {s.name for s in kept}
+    moves = {m.id for s in kept for m in s.moves}
+    assert "torch-compile" not in names and "compile-default" not in moves
+    assert "fused-activations" in names and "gelu-erf" not in moves and "silu-manual" in moves
+    with pytest.raises(SkillError, match=r"skills\.exclude: 'torch-compil' names no skill or move"):
+        load_skills(exclude=["torch-compil"])

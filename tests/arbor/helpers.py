@@ -15,11 +15,14 @@ measurement:
   time_budget_s: 0.4
   min_repeats: 10
   min_sample_s: 0.001
+  profile: false  # bottleneck profiles have their own test (test_profile_event); here they only cost jobs
 critic:
   max_cv: 0.3
   min_speedup: 1.02
 sandbox:
   timeout_s: 120
+skills:  # torch.compile takes ~20 s per candidate on 2 cores; its moves are tested on their own
+  exclude: [torch-compile, inductor-cpu, compile-epilogue]
 """
 
 

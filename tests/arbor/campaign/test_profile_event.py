@@ -26,6 +26,7 @@ budget:
 measurement: {seeds: [0, 1, 2], warmup_s: 0.05, time_budget_s: 0.4, min_repeats: 10, min_sample_s: 0.001}
 critic: {max_cv: 3.0, final_measurements: 1}
 sandbox: {timeout_s: 120}
+skills: {exclude: [torch-compile, inductor-cpu, compile-epilogue]}
 """)
     summary = arbor_json("run", str(spec))
     con = sqlite3.connect(campaign_dir / "arbor.db")
