@@ -139,3 +139,23 @@ def test_operator_moves_refuse_graphs_without_their_pattern(name):
     src = (PROBLEMS / f"{name}.py").read_text()
     for passes in (["addmm"], ["channels_last"], ["norms"]):
         assert _move(src, *passes) is None, passes
+
+
+@pytest.mark.parametrize("name,passes,sizes", [
+    ("l1_07_rmsnorm_manual", ["norms"], {"batch_size": 4, "dim1": 16, "dim2": 16}),
+    ("l2_06_conv_relu_bias", ["channels_last"], {"batch_size": 2, "height": 16, "width": 16}),
+])
+def test_the_rewrites_pass_the_harness_correctness_check(name, passes, sizes):
+    """End to end: the real harness (seeds, determinism re-run, default fp32 tolerance) accepts
+    the rewritten dev problem as correct and times it."""
+    from arbor.sandbox.kernel_protocol import KernelRequest, measure_kernel
+    from arbor.sandbox.local_runner import LocalRunner
+
+    src = (PROBLEMS / f"{name}.py").read_text()
+    out = _move(src, *passes)
+    assert out is not None
+    m = measure_kernel(LocalRunner(), KernelRequest(src, out, sizes=sizes, time_budget_s=0.2, warmup_s=0.02,
+                                                    min_repeats=3, num_threads=1, timeout_s=120))
+    assert m.status == "ok", m.error_text
+    assert m.correctness and all(c["ok"] for c in m.correctness)
+    assert len(m.candidate_samples) >= 3
