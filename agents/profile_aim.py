@@ -21,6 +21,9 @@ _PASS_REACH = {
     "linear_reduction": {"gemm", "reduction"},
     "scale_operand": {"elementwise", "gemm"},
     "activations": {"elementwise"},
+    "addmm": {"gemm", "elementwise"},
+    "norms": {"norm", "reduction", "elementwise"},
+    "channels_last": {"conv", "layout"},
 }
 _TRANSFORM_REACH = {
     "rewrite_pattern": {"elementwise", "reduction", "layout"},

@@ -82,6 +82,8 @@ class FeedState:
     durations: deque = field(default_factory=lambda: deque(maxlen=50))  # recent measurement seconds (ETA)
     last_activity: datetime | None = None  # newest write seen (UTC, naive like the store)
     verified: dict | None = None  # the latest final_verification outcome (arbor/campaign/verify.py)
+    profile: dict | None = None  # the latest bottleneck profile (arbor/campaign/profiling.py), if any
+    profile_node: int | None = None  # the node it profiled
     poll: PollStats = field(default_factory=PollStats)
 
     @property
@@ -168,6 +170,9 @@ class CampaignFeed:
         # the reported best may have been verified long before the newest events: one query by kind
         verified = self.store.events(camp.id, limit=1_000_000, kinds=["final_verification"])
         st.verified = verified[-1].payload if verified else None
+        profiles = self.store.events(camp.id, limit=1_000_000, kinds=["profile"])  # likewise older
+        if profiles:
+            st.profile, st.profile_node = profiles[-1].payload, profiles[-1].node_id
         self._event_id = int(totals["last_id"])
         st.poll.rows += len(recent) + 1
         # verdicts: enough history for the speedup sparkline, then the id cursor takes over
@@ -303,6 +308,8 @@ class CampaignFeed:
             st.cost_usd += e.cost_usd
             if e.kind == "final_verification":
                 st.verified = e.payload
+            elif e.kind == "profile":
+                st.profile, st.profile_node = e.payload, e.node_id
             st.poll.changed += 1
             self._touch(e.created_at)
 

@@ -37,3 +37,14 @@ def hms(seconds: float | None) -> str:
 
 def xfmt(speedup: float | None) -> str:
     return "—" if speedup is None else f"{speedup:.3f}x"
+
+
+def hot_ops(profile: dict | None, n: int = 4) -> str:
+    """``addmm 62%, gelu 21%, …`` from a profile event: the ops that take the time, by self time."""
+    if not profile:
+        return ""
+    if profile.get("error"):
+        return f"no profile ({profile['error']})"
+    ops = profile.get("ops") or []
+    text = ", ".join(f"{str(o.get('op', '?')).split('::')[-1]} {o.get('share', 0):.0%}" for o in ops[:n])
+    return text + (", …" if len(ops) > n else "")

@@ -20,7 +20,7 @@ from rich.tree import Tree
 from arbor.search_tree.records import NodeRecord
 
 from .charts import column_chart, sparkline
-from .fmt import ago, clock, hms, utcnow, xfmt
+from .fmt import ago, clock, hms, hot_ops, utcnow, xfmt
 from .feed import FeedState, verdict_stats
 
 STATE_STYLE = {"accepted": "green", "rejected": "yellow", "failed": "red", "pruned": "dim",
@@ -160,10 +160,14 @@ def progress_panel(st: FeedState, width: int, height: int) -> Panel:
 def score_panel(st: FeedState, width: int, height: int) -> Panel:
     inner_w, inner_h = max(10, width - 4), max(1, height - 2)
     lines: list[Text] = []
+    hot = hot_ops(st.profile)  # where the time goes in the latest profiled node (baseline, new best)
+    if hot:
+        lines.append(Text.assemble(("hot ops ", "bold"), (f"(node {st.profile_node}) ", "dim"), hot,
+                                   no_wrap=True, overflow="ellipsis"))
     if not st.best_series:
         lines.append(Text("no finished candidate yet", style="dim"))
     else:
-        chart_h = max(1, inner_h - 2)
+        chart_h = max(1, inner_h - 2 - len(lines))
         lo = min(1.0, min(st.best_series))
         hi = max(max(st.best_series), lo * 1.1)  # a flat series sits low, not mid-panel
         for row in column_chart(st.best_series, inner_w, chart_h, lo=lo, hi=hi, fmt="{:.2f}x"):
@@ -295,6 +299,8 @@ def _event_detail(kind: str, p: dict) -> str:
     if kind == "new_best":
         sp = p.get("speedup")
         return f"node {p.get('node')} {sp:.3f}x" if isinstance(sp, (int, float)) else f"node {p.get('node')}"
+    if kind == "profile":
+        return hot_ops(p)
     if kind in ("run_finished",):
         return str(p.get("stop_reason", ""))
     if kind == "requeued":

@@ -3,7 +3,8 @@
 * ``data``    — gather a campaign from a (read-only) store in a few bulk queries;
 * ``plots``   — matplotlib figures as PNG bytes;
 * ``render``  — the self-contained HTML and the Markdown (+ PNG files) report;
-* ``export``  — nodes, measurements and verdicts as JSON or CSV.
+* ``export``  — nodes, measurements and verdicts as JSON or CSV;
+* ``knowledge``, ``profile`` — the warm-start/calibration and bottleneck-profile sections.
 """
 
 from importlib import import_module

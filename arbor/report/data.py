@@ -83,6 +83,7 @@ class ReportData:
     fronts: list[Front] = field(default_factory=list)
     warm_start: dict | None = None  # the warm_start event: priors that came from the knowledge store
     calibration: dict | None = None  # Brier score / log-speedup error per agent and family
+    profiles: list[tuple[str, dict]] = field(default_factory=list)  # (label, profile event): baseline, latest best
     # the number reported for ``best`` (the final verification's median when there is one, as in
     # the run summary and ``arbor best``), which number it is, and the CI of that same estimate
     reported: tuple[float | None, str, tuple[float, float] | None] = (None, "Critic value", None)
@@ -233,4 +234,7 @@ def load(store: Store, campaign: CampaignRecord, top: int = 10) -> ReportData:
     from .knowledge import load_knowledge
 
     data.warm_start, data.calibration = load_knowledge(store, campaign.id)
+    from .profile import load_profiles
+
+    data.profiles = load_profiles(store, campaign.id, campaign.root_node_id)
     return data

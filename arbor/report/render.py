@@ -16,6 +16,8 @@ from arbor.targets import traits
 from .data import ReportData, fingerprint_id
 from .knowledge import tables as knowledge_tables
 from .plots import FIGURES
+from .profile import NUMERIC as PROFILE_NUMERIC
+from .profile import tables as profile_tables
 
 CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2em auto;max-width:1100px;
@@ -133,6 +135,7 @@ def _sections(d: ReportData, pngs: dict[str, bytes | None]) -> list[tuple[str, s
     return out
 
 
+PROFILE_TITLE = "Bottleneck profile"
 LEVEL_HEAD = ["load", "req/s", "out tok/s", "goodput req/s", "failed"] + [
     f"{m} {st} ms" for m in ("TTFT", "TPOT", "ITL") for st in ("mean", "median", "p99")]
 
@@ -177,6 +180,12 @@ def render_html(d: ReportData, pngs: dict[str, bytes | None], generated: str) ->
                   f"<p>{html.escape(cap)}</p>", _html_table(head, rows)]
     for title, rows in level_tables(d):
         parts += [f"<h2>{html.escape(title)}</h2>", _html_table(LEVEL_HEAD, rows, set(range(1, len(LEVEL_HEAD))))]
+    if d.profiles:
+        parts.append(f"<h2>{PROFILE_TITLE}</h2>")
+        for cap, head, rows in profile_tables(d.profiles):
+            parts.append(f"<p>{html.escape(cap)}</p>")
+            if rows:
+                parts.append(_html_table(head, rows, PROFILE_NUMERIC))
     head, rows = candidate_rows(d)
     parts += ["<h2>Top candidates</h2>",
               "<p class=muted>Speedups and confidence intervals are the Critic's (paired bootstrap over "
@@ -209,6 +218,10 @@ def render_markdown(d: ReportData, pngs: dict[str, bytes | None], files: dict[st
                   _md_table(head, rows)]
     for title, rows in level_tables(d):
         parts += ["", f"## {title}", "", _md_table(LEVEL_HEAD, rows)]
+    if d.profiles:
+        parts += ["", f"## {PROFILE_TITLE}"]
+        for cap, head, rows in profile_tables(d.profiles):
+            parts += ["", cap] + (["", _md_table(head, rows)] if rows else [])
     head, rows = candidate_rows(d)
     parts += ["", "## Top candidates", "", _md_table(head, rows), "", "## Best artifact", ""]
     if d.best is None or d.best_source is None:

@@ -5,13 +5,15 @@
 ``diag`` (diag(v) @ B as a broadcast), ``affine`` (scalar/per-channel epilogues folded into
 Linear/Conv weights), ``linear_reduction`` (sum/mean over a Linear's outputs as a GEMV),
 ``scale_operand`` (a scalar multiply of a matmul's result applied to its smaller operand),
-``activations`` (hand-written activations recognised by value and replaced by the fused op).
+``activations`` (hand-written activations recognised by value and replaced by the fused op);
+operator choice: ``addmm`` (matmul + add as addmm/baddbmm), ``norms`` (hand-written layer/RMS
+norms recognised by value as the native op), ``channels_last`` (NHWC input for 2-D convs).
 """
 
 from __future__ import annotations
 
 from ..base import register
-from . import activations, algebra, epilogue, folding  # noqa: F401  (epilogue registers a transform)
+from . import activations, algebra, epilogue, folding, norms, operators  # noqa: F401  (epilogue registers a transform)
 from .emit import rewrite_source
 
 PASSES = {
@@ -22,6 +24,9 @@ PASSES = {
     "linear_reduction": folding.fold_linear_reduction,
     "scale_operand": folding.scale_smaller_operand,
     "activations": activations.fuse_activations,
+    "addmm": operators.fuse_bias_add,
+    "norms": norms.native_norms,
+    "channels_last": operators.conv_channels_last,
 }
 MAX_ROUNDS = 6
 

@@ -162,3 +162,23 @@ def test_a_busy_store_keeps_the_last_frame_and_says_so(tmp_path, monkeypatch):
     assert feed.poll() is False
     assert feed.state.poll.error == "database is locked" and feed.state.nodes == nodes
     assert "database is locked (retrying)" in _text(feed, 160, 30).replace("\n", "")
+
+
+def test_the_latest_profile_event_is_kept_across_attach_and_polls(tmp_path):
+    """A profile stored before attaching (older than the recent events) and one stored after both
+    reach the frame; the newer replaces the older."""
+    db = tmp_path / "arbor.db"
+    store, camp, root = _writer(db)
+    store.append_event(camp.id, "profile", {"why": "baseline", "ops": [{"op": "aten::addmm", "share": 0.7}]},
+                       node_id=root.id, agent="profiler")
+    for i in range(80):  # push it out of the attach-time window of recent events
+        store.append_event(camp.id, "select", {"parent": root.id, "why": f"step {i}"})
+    feed = CampaignFeed(resolve_source(str(db)))
+    feed.poll()
+    assert feed.state.profile_node == root.id and f"hot ops (node {root.id}) addmm 70%" in _text(feed)
+    kid = _child(store, camp, root, 1)
+    store.append_event(camp.id, "profile", {"why": "new best", "ops": [{"op": "aten::mv", "share": 0.55}]},
+                       node_id=kid.id, agent="profiler")
+    feed.poll()
+    text = _text(feed)
+    assert f"hot ops (node {kid.id}) mv 55%" in text and "addmm 70%" not in text

@@ -144,3 +144,35 @@ def test_progress_shows_the_node_in_flight_and_an_eta():
     console = Console(record=True, width=100, file=io.StringIO())
     console.print(panels.progress_panel(replace(st, campaign=replace(camp, status="finished")), 100, 12))
     assert "ETA" not in console.export_text()
+
+
+def test_the_latest_profile_shows_as_hot_ops(feed, truth):
+    """The loop profiles the baseline and each new best; the frame names the latest one's top ops."""
+    profiles = [e for e in truth["events"] if e.kind == "profile"]
+    assert feed.state.profile == (profiles[-1].payload if profiles else None)
+    text = _render(feed, 160, 60)
+    if profiles and not profiles[-1].payload.get("error"):
+        top = profiles[-1].payload["ops"][0]
+        assert f"hot ops (node {profiles[-1].node_id}) {top['op'].split('::')[-1]} {top['share']:.0%}" in text
+
+
+def test_score_panel_names_the_hot_ops_of_a_profile_event():
+    from arbor.dashboard import panels
+    from arbor.dashboard.feed import FeedState
+
+    ops = [{"op": "aten::addmm", "share": 0.62}, {"op": "aten::gelu", "share": 0.21},
+           {"op": "aten::add", "share": 0.1}, {"op": "aten::copy_", "share": 0.05}, {"op": "aten::t", "share": 0.02}]
+    st = FeedState(waiting=None, profile={"why": "new best", "ops": ops}, profile_node=5)
+    st.best_series.extend([1.0, 1.3])
+    console = Console(record=True, width=100, file=io.StringIO())
+    console.print(panels.score_panel(st, 100, 9))
+    text = console.export_text()
+    assert "hot ops (node 5) addmm 62%, gelu 21%, add 10%, copy_ 5%, …" in text
+    assert "best Critic value 1.300x" in text  # the chart keeps its caption under the extra line
+    st = FeedState(waiting=None, profile={"error": "profile failed: boom"}, profile_node=1)
+    console = Console(record=True, width=100, file=io.StringIO())
+    console.print(panels.score_panel(st, 100, 9))
+    assert "no profile (profile failed: boom)" in console.export_text()
+    console = Console(record=True, width=100, file=io.StringIO())
+    console.print(panels.score_panel(FeedState(waiting=None), 100, 9))
+    assert "hot ops" not in console.export_text()

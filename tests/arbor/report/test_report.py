@@ -69,6 +69,12 @@ def test_report_content_matches_the_store(report, store):
         if lo is not None:
             assert f"{lo:.3f}x" in md
     assert f"| status | {camp.status} |" in md
+    # the loop profiles the baseline: its profile event, as stored, heads the bottleneck section
+    base = [e for e in store.events(camp.id, limit=10_000, kinds=["profile"]) if e.node_id == root.id]
+    assert ("## Bottleneck profile" in md) == bool(data.profiles) == bool(base)
+    if base and not base[-1].payload.get("error"):
+        assert f"baseline (node {root.id}): {base[-1].payload['call_ms']:.3f} ms per call" in md
+        assert f"| {base[-1].payload['ops'][0]['op']} |" in md
 
 
 def test_serving_fronts_are_drawn_from_measurement_stats(tmp_path):
