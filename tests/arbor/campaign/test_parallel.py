@@ -99,10 +99,12 @@ def test_no_early_start_when_the_baselines_verdict_brings_advice():
     from types import SimpleNamespace as NS
 
     par = parallel.Parallel.__new__(parallel.Parallel)
-    for profiles, knowledge, early in ((False, None, True), (True, None, False),
-                                       (False, NS(enabled=True), False), (False, NS(enabled=False), True)):
-        par.ctx = NS(target=NS(profiles=profiles), spec=NS(knowledge=knowledge))
-        assert par.early_start() is early, (profiles, knowledge)
+    for profiles, on, knowledge, early in ((False, True, None, True), (True, True, None, False),
+                                           (True, False, None, True),  # profiles switched off: no advice
+                                           (False, True, NS(enabled=True), False),
+                                           (False, True, NS(enabled=False), True)):
+        par.ctx = NS(target=NS(profiles=profiles), spec=NS(knowledge=knowledge, measurement=NS(profile=on)))
+        assert par.early_start() is early, (profiles, on, knowledge)
 
 
 def test_free_workers_take_the_bests_missing_final_measurements():
