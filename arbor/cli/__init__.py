@@ -14,7 +14,7 @@ import typer
 
 from . import best, campaigns, candidates, compare, doctor, knowledge, read, record, run, skills, suite, views
 from .common import fail, user_errors
-from .logs import one_line_library_logs
+from .logs import one_line_library_logs, one_line_unraisable
 
 __all__ = ["app", "main"]
 
@@ -53,6 +53,7 @@ app.command()(suite.suite)
 
 
 def main() -> None:
+    one_line_unraisable()
     try:
         app()
     except user_errors() as exc:  # pragma: no cover - commands catch their own

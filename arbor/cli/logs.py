@@ -34,6 +34,25 @@ class _OneLine(logging.Handler):
             pass
 
 
+def _unraisable(u) -> None:  # type: ignore[no-untyped-def]
+    """An exception Python cannot raise (in ``__del__``, a weakref or GC callback) — a Ctrl-C or
+    SIGTERM landing there included — is reported as one line, or not at all when it is the
+    interruption the command itself reports."""
+    if isinstance(u.exc_value, (KeyboardInterrupt, SystemExit)):
+        return
+    if os.environ.get("ARBOR_DEBUG"):
+        sys.__unraisablehook__(u)
+        return
+    text = " ".join(f"{type(u.exc_value).__name__}: {u.exc_value}".split())
+    print(f"warning: ignored {text[:300]}", file=sys.stderr)
+
+
+def one_line_unraisable() -> None:
+    """Exceptions Python cannot raise as one line (installed by the console script only, so an
+    embedding process, a test runner included, keeps its own hook)."""
+    sys.unraisablehook = _unraisable
+
+
 def one_line_library_logs() -> None:
     """Route WARNING and above from every library logger through one-line output (idempotent)."""
     root = logging.getLogger()

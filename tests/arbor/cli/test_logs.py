@@ -48,3 +48,26 @@ def test_without_the_handler_the_library_prints_a_traceback():
     done = subprocess.run([sys.executable, "-c", program.format(exc="KeyboardInterrupt")],
                           capture_output=True, text=True, timeout=60)
     assert "Traceback" in done.stderr
+
+
+def test_an_interrupt_python_cannot_raise_prints_no_traceback():
+    """A SIGTERM landing in a ``__del__`` reaches sys.unraisablehook, which prints a traceback by
+    default; other unraisable errors are one line."""
+    program = textwrap.dedent("""
+        import gc
+        from arbor.cli.logs import one_line_unraisable
+        one_line_unraisable()
+        class Dying:
+            def __init__(self, exc):
+                self.exc = exc
+            def __del__(self):
+                raise self.exc("SIGTERM")
+        Dying(KeyboardInterrupt)
+        Dying(OSError)
+        gc.collect()
+        print("alive")
+    """)
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=60)
+    assert done.stdout.strip() == "alive"
+    assert "Traceback" not in done.stderr and "KeyboardInterrupt" not in done.stderr, done.stderr
+    assert done.stderr.strip() == "warning: ignored OSError: SIGTERM", done.stderr
