@@ -51,10 +51,11 @@ class Heartbeat:
 
 
 @contextmanager
-def signals_interrupt() -> Iterator[list[int]]:
+def signals_interrupt(seen: list[int] | None = None) -> Iterator[list[int]]:
     """Within the block, SIGTERM/SIGHUP raise KeyboardInterrupt in the main thread (as Ctrl-C).
-    Yields a list that receives the signal numbers seen (for the message)."""
-    seen: list[int] = []
+    Yields the list (``seen``, if given: the caller holds it before a signal can land) that
+    receives the signal numbers seen (for the message)."""
+    seen = [] if seen is None else seen
     if threading.current_thread() is not threading.main_thread():
         yield seen
         return

@@ -32,9 +32,10 @@ def run(spec_path: Path = typer.Argument(..., help="campaign YAML"),
 
     from .terminal import Reporter, print_summary
 
-    guard = signals_interrupt()  # from here on SIGTERM/SIGHUP are a clean stop, like Ctrl-C
-    stop_signals = guard.__enter__()
+    stop_signals: list[int] = []  # filled by the handler: held before any signal can land
+    guard = signals_interrupt(stop_signals)
     try:
+        guard.__enter__()  # from here on SIGTERM/SIGHUP are a clean stop, like Ctrl-C
         from arbor.campaign.run import run_campaign
         from arbor.spec import load_spec
 
