@@ -277,7 +277,7 @@ class Harness:
         samples = (self.result["baseline_samples"], self.result["candidate_samples"])
         one = not self.cuda and self.torch.get_num_threads() == 1 == int(req.get("num_threads") or 0)
         kids0, threads0 = integrity.descendants(), self.audit.new_thread_ticks(one)  # one: no torch workers
-        if not self.cuda:  # process CPU time only for single-threaded work (see timing.CpuTimer)
+        if not self.cuda:  # thread CPU time only for single-threaded work (see timing.CpuTimer)
             self.facts["clock"] = timer.start("cpu" if one and req.get("clock", "auto") != "wall" else "wall")
         self.spot_p = 0.1  # a tenth of the timed candidate samples (3 at most) get checked
         t0, t_end, rnd = timing.mono_ns(), timing.perf_ns() + float(req["time_budget_s"]) * 1e9, 0
