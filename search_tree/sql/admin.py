@@ -18,6 +18,8 @@ SQLITE_TRIGGER = ("CREATE TRIGGER events_append_only_delete BEFORE DELETE ON eve
 _DELETES = (
     "DELETE FROM events WHERE campaign_id = :cid",
     "DELETE FROM leases WHERE campaign_id = :cid",
+    # a run killed without its clean stop (SIGKILL, power loss) leaves its campaign lease behind
+    "DELETE FROM campaign_leases WHERE campaign_id = :cid",
     "DELETE FROM verdicts WHERE node_id IN (SELECT id FROM nodes WHERE campaign_id = :cid)",
     "DELETE FROM measurements WHERE node_id IN (SELECT id FROM nodes WHERE campaign_id = :cid)",
     "UPDATE campaigns SET root_node_id = NULL WHERE id = :cid",

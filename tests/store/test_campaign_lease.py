@@ -115,3 +115,18 @@ def test_poison_node_failed_after_max_crashes(store):
     assert node.state == "failed" and node.diagnosis == "crashed_runner"
     assert "3 times" in node.reason
     assert store.verdicts(n.id)[-1].diagnosis == "crashed_runner"
+
+
+def test_deleting_a_campaign_a_killed_run_still_leases(store):
+    """A run killed without its clean stop leaves its campaign lease; ``arbor campaigns rm`` must
+    still remove the campaign (it raised a foreign-key error instead)."""
+    c = store.get_or_create_campaign("killed", "kernel", {})
+    other = store.get_or_create_campaign("kept", "kernel", {})
+    store.acquire_campaign(c.id, "a", 60)
+    store.acquire_campaign(other.id, "b", 60)
+    store.delete_campaign(c.id)
+    assert store.get_campaign("killed") is None
+    with pytest.raises(CampaignBusy):  # the other campaign's lease is untouched
+        with store._tx() as s:
+            s.execute(update(CampaignLease).where(CampaignLease.campaign_id == other.id).values(pid=os.getppid()))
+        store.acquire_campaign(other.id, "c", 60)
