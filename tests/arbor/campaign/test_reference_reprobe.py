@@ -1,0 +1,70 @@
+"""A reference that runs slow in a candidate's measurement (``env_drift``) makes the loop measure
+the baseline again before the candidate's re-measurement: a machine that slowed down after the
+baseline no longer rejects every later candidate, while a candidate that slows its own process's
+reference is still rejected (replayed, so it takes seconds)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from arbor.campaign.run import run_campaign
+from arbor.targets.landscape import FORMAT, Landscape
+from arbor.search_tree import open_store
+from arbor.spec import parse_spec
+
+CRITIC = {"max_cv": 0.5, "min_speedup": 1.02, "max_remeasures": 1, "confirm_new_best": False,
+          "final_measurements": 1}
+
+
+def _run(b: float, c: float, n: int = 12) -> dict:
+    return {"b": [b * (1 + 0.01 * ((i % 3) - 1)) for i in range(n)], "c": [c * (1 + 0.01 * ((i % 3) - 1)) for i in range(n)]}
+
+
+def _landscape(tmp_path: Path, root_runs: list[dict]) -> Landscape:
+    """Default K=A; K=B runs 2x faster than a reference that takes 1.8 s in its measurements."""
+    return Landscape.model_validate({
+        "format": FORMAT, "name": "drift",
+        "knobs": [{"name": "K", "values": ["A", "B"], "default": "A"}],
+        "points": [{"knobs": {"K": "A"}, "runs": root_runs},
+                   {"knobs": {"K": "B"}, "runs": [_run(1.8, 0.9)] * 3}],
+        "campaign": {"critic": CRITIC, "measurement": {"seeds": [0]}},
+    })
+
+
+def _campaign(tmp_path: Path, ls: Landscape):  # type: ignore[no-untyped-def]
+    root = ls.point({"K": "A"})
+    # a seed whose first replay of the baseline is its fast (1.0 s) run: the slowdown comes later
+    seed = next(s for s in range(50) if max(ls.replay(root, s, 0)[0]) < 1.1)
+    path = tmp_path / "drift.json"
+    ls.dump(path)
+    spec = parse_spec({
+        "name": "drift", "target": {"kind": "replay", "landscape": str(path), "seed": seed, "moves": "any"},
+        "budget": {"max_evaluations": 3}, "critic": CRITIC,
+        "store": {"url": f"sqlite:///{tmp_path / 'd.db'}"},
+    }, "<test>", tmp_path)
+    summary = run_campaign(spec, lambda *a: None)
+    store = open_store(spec.store_url())
+    try:
+        camp = store.get_campaign("drift")
+        cand = next(n for n in store.nodes(camp.id) if n.parent_id is not None)
+        root_purposes = [m.purpose for m in store.measurements(camp.root_node_id)]
+        reprobes = store.events(camp.id, limit=100, kinds=["reference_reprobe"])
+        return summary, cand, root_purposes, reprobes
+    finally:
+        store.close()
+
+
+def test_a_machine_slowed_after_the_baseline_is_reprobed_and_the_candidate_judged(tmp_path):
+    summary, cand, root_purposes, reprobes = _campaign(tmp_path, _landscape(tmp_path, [_run(1.0, 1.0), _run(1.8, 1.8)]))
+    assert root_purposes[:2] == ["primary", "reference"]
+    assert reprobes and reprobes[0].payload["before_s"] < 1.1 < reprobes[0].payload["after_s"]
+    assert cand.state == "accepted" and 1.9 < cand.speedup < 2.1  # the paired ratio, unbiased
+    assert summary.speedup and summary.speedup > 1.9
+
+
+def test_a_candidate_that_slows_its_own_reference_is_still_rejected(tmp_path):
+    """The fresh baseline runs at its usual 1.0 s: the slow reference was the candidate's doing."""
+    summary, cand, root_purposes, reprobes = _campaign(tmp_path, _landscape(tmp_path, [_run(1.0, 1.0)] * 2))
+    assert "reference" in root_purposes and reprobes and reprobes[0].payload["after_s"] < 1.1
+    assert cand.state == "rejected" and cand.diagnosis == "env_drift"
+    assert (summary.speedup or 1.0) == 1.0
