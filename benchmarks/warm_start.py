@@ -7,7 +7,10 @@ final (verified) best of each. Goals: warm needs <= 0.5x the evaluations of cold
 problems), and the warm final best is never worse than the cold one beyond the noise (NOISE).
 
 Real kernel campaigns, so this is slow on a shared 2-core box: ``--problems`` picks a subset
-(file stems or prefixes), ``--evaluations`` the budget of each campaign.
+(file stems or prefixes), ``--evaluations`` the budget of each campaign. Resumable: stores and
+progress live in ``--work`` (default benchmarks/results/warm_start_run); re-running the same command
+skips the campaigns already finished. A problem whose campaign fails is a row with its error, not
+the end of the run.
 
     python -m benchmarks.warm_start --problems l1_04_swish,l1_01_relu,l2_10 --evaluations 6
 """
@@ -15,10 +18,10 @@ Real kernel campaigns, so this is slow on a shared 2-core box: ``--problems`` pi
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -72,52 +75,104 @@ def _reach(curve: list[float], target: float) -> int | None:
     return next((i for i, b in enumerate(curve, 1) if b >= target), None)
 
 
-def run(names: list[str] | None, evaluations: int, scale: float) -> dict:
+def _load(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {"cold": {}, "warm": {}}
+
+
+def _save(path: Path, progress: dict) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(progress, indent=2))
+    os.replace(tmp, path)
+
+
+def _campaign(spec) -> tuple[float | None, float, str | None]:  # type: ignore[no-untyped-def]
+    """(final verified speedup, seconds, error): a failure is recorded, never the end of the run."""
     from arbor.campaign.run import run_campaign
+
+    t = time.monotonic()
+    try:
+        s = run_campaign(spec, lambda *a: None)
+    except Exception as exc:  # noqa: BLE001 - one problem's fault must not lose the others' hours
+        return None, time.monotonic() - t, f"{type(exc).__name__}: {exc}".splitlines()[0]
+    return s.speedup or 1.0, time.monotonic() - t, None
+
+
+def run(names: list[str] | None, evaluations: int, scale: float, work: Path) -> dict:
     from arbor.search_tree.knowledge import KnowledgeStore
 
     paths = problem_paths(names)
     if len(paths) < 2:
         sys.exit("warm_start: leave-one-out needs at least two problems — widen --problems")
-    tmp = Path(tempfile.mkdtemp(prefix="arbor-warm-"))
-    print(f"campaign stores and knowledge stores in {tmp}", flush=True)
-    cold = {}
+    tmp = work / f"e{evaluations}-s{scale}"
+    tmp.mkdir(parents=True, exist_ok=True)
+    prog_path = tmp / "progress.json"
+    progress = _load(prog_path)
+    print(f"campaign stores, knowledge stores and progress in {tmp}", flush=True)
+    cold = progress["cold"]
     for p in paths:  # each cold run records into a store of its own, so it starts with no knowledge
+        if p.stem in cold:
+            continue
         spec = _spec(tmp, f"cold-{p.stem}", p, evaluations, scale, f"sqlite:///{tmp}/cold-{p.stem}-knowledge.db")
-        t = time.monotonic()
-        s = run_campaign(spec, lambda *a: None)
-        cold[p.stem] = {"spec": spec, "final": s.speedup or 1.0, "seconds": time.monotonic() - t}
-        print(f"cold {p.stem}: {s.speedup or 1.0:.3f}x in {cold[p.stem]['seconds']:.0f} s", flush=True)
-    all_records = [r for p in paths for r in KnowledgeStore(f"sqlite:///{tmp}/cold-{p.stem}-knowledge.db").records()]
+        final, secs, err = _campaign(spec)
+        cold[p.stem] = {"final": final, "seconds": secs, "error": err}
+        _save(prog_path, progress)
+        print(f"cold {p.stem}: " + (f"{final:.3f}x" if err is None else f"FAILED {err}") + f" in {secs:.0f} s",
+              flush=True)
+    all_records = []
+    for p in paths:
+        ks = KnowledgeStore(f"sqlite:///{tmp}/cold-{p.stem}-knowledge.db")
+        try:
+            all_records += ks.records()
+        finally:
+            ks.close()
     rows = []
     for p in paths:
-        loo = f"sqlite:///{tmp}/loo-{p.stem}.db"
-        ks = KnowledgeStore(loo)
-        ks.add([r for r in all_records if r.campaign != f"cold-{p.stem}"])  # the other problems only
-        ks.close()
-        spec = _spec(tmp, f"warm-{p.stem}", p, evaluations, scale, loo)
-        t = time.monotonic()
-        s = run_campaign(spec, lambda *a: None)
         c = cold[p.stem]
+        cold_spec = _spec(tmp, f"cold-{p.stem}", p, evaluations, scale, None)
+        spec = _spec(tmp, f"warm-{p.stem}", p, evaluations, scale, f"sqlite:///{tmp}/loo-{p.stem}.db")
+        if p.stem not in progress["warm"]:
+            loo = f"sqlite:///{tmp}/loo-{p.stem}.db"
+            ks = KnowledgeStore(loo)
+            try:
+                if not ks.records():
+                    ks.add([r for r in all_records if r.campaign != f"cold-{p.stem}"])  # the other problems only
+            finally:
+                ks.close()
+            final, secs, err = _campaign(spec)
+            progress["warm"][p.stem] = {"final": final, "seconds": secs, "error": err}
+            _save(prog_path, progress)
+        w = progress["warm"][p.stem]
+        row = {"problem": p.stem, "cold_final": c["final"], "warm_final": w["final"],
+               "cold_s": round(c["seconds"], 1), "warm_s": round(w["seconds"], 1),
+               "error": c["error"] or w["error"]}
+        if row["error"]:
+            row.update(cold_evals=None, warm_evals=None, ratio=None, worse=None, warm_priors=None)
+            rows.append(row)
+            print(f"{p.stem}: left out — {row['error']}", flush=True)
+            continue
         target = 1.0 + REACH * (c["final"] - 1.0) if c["final"] > 1.0 else None
-        cc, wc = _curve(c["spec"]), _curve(spec)
-        row = {"problem": p.stem, "cold_final": c["final"], "warm_final": s.speedup or 1.0,
-               "cold_evals": _reach(cc, target) if target else None, "warm_evals": _reach(wc, target) if target else None,
-               "cold_s": round(c["seconds"], 1), "warm_s": round(time.monotonic() - t, 1),
-               "warm_priors": _warm_count(spec)}
+        cc, wc = _curve(cold_spec), _curve(spec)
+        row.update(cold_evals=_reach(cc, target) if target else None, warm_evals=_reach(wc, target) if target else None,
+                   warm_priors=_warm_count(spec))
         row["ratio"] = (row["warm_evals"] / row["cold_evals"]) if row["warm_evals"] and row["cold_evals"] else None
         row["worse"] = row["warm_final"] < row["cold_final"] * (1 - NOISE)
         rows.append(row)
         print(f"warm {p.stem}: {row['warm_final']:.3f}x, evals to 95% of cold best: cold {row['cold_evals']} "
               f"warm {row['warm_evals']} ({row['warm_priors']} knowledge priors)", flush=True)
-    ratios = [r["ratio"] if r["ratio"] is not None else (float("inf") if r["cold_evals"] else None) for r in rows]
+    ratios = [r["ratio"] if r["ratio"] is not None else (float("inf") if r["cold_evals"] else None)
+              for r in rows if not r["error"]]
     ratios = [x for x in ratios if x is not None]
     median_ratio = statistics.median(ratios) if ratios else None
     return {"evaluations": evaluations, "size_scale": scale, "reach": REACH, "noise": NOISE, "rows": rows,
-            "median_ratio": median_ratio,
+            "median_ratio": median_ratio, "problems_in_ratio": len(ratios),
+            "failed": [r["problem"] for r in rows if r["error"]],
             "goal_evaluations_met": median_ratio is not None and median_ratio <= GOAL_RATIO,
             "goal_final_best_met": not any(r["worse"] for r in rows),
-            "note": "problems whose cold run found no speedup have no 95% target and are left out of the ratio"}
+            "note": "problems whose cold run found no speedup have no 95% target and are left out of the ratio; "
+                    "a warm run that never reached the target counts as an infinite ratio"}
 
 
 def _warm_count(spec) -> int:  # type: ignore[no-untyped-def]
@@ -136,10 +191,12 @@ def main() -> None:
     ap.add_argument("--problems", help="comma-separated stems or prefixes (default: all 24)")
     ap.add_argument("--evaluations", type=int, default=12, help="evaluation budget of every campaign")
     ap.add_argument("--size-scale", type=float, default=0.25, help="shrink the problems (shared machines)")
+    ap.add_argument("--work", type=Path, default=ROOT / "benchmarks" / "results" / "warm_start_run",
+                    help="stores and progress (re-running the same command resumes)")
     a = ap.parse_args()
     started = time.monotonic()
     load_before = os.getloadavg()
-    data = run(a.problems.split(",") if a.problems else None, a.evaluations, a.size_scale)
+    data = run(a.problems.split(",") if a.problems else None, a.evaluations, a.size_scale, a.work)
     data["load_avg_before"] = [round(x, 2) for x in load_before]
     data["load_avg_after"] = [round(x, 2) for x in os.getloadavg()]
     print(table(data["rows"], [("problem", "problem"), ("cold_evals", "cold evals"), ("warm_evals", "warm evals"),
