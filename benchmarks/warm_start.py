@@ -100,7 +100,7 @@ def _campaign(spec) -> tuple[float | None, float, str | None]:  # type: ignore[n
     return s.speedup or 1.0, time.monotonic() - t, None
 
 
-def run(names: list[str] | None, evaluations: int, scale: float, work: Path) -> dict:
+def run(names: list[str] | None, evaluations: int, scale: float, work: Path, report_only: bool = False) -> dict:
     from arbor.search_tree.knowledge import KnowledgeStore
 
     paths = problem_paths(names)
@@ -113,7 +113,7 @@ def run(names: list[str] | None, evaluations: int, scale: float, work: Path) -> 
     print(f"campaign stores, knowledge stores and progress in {tmp}", flush=True)
     cold = progress["cold"]
     for p in paths:  # each cold run records into a store of its own, so it starts with no knowledge
-        if p.stem in cold:
+        if p.stem in cold or report_only:
             continue
         spec = _spec(tmp, f"cold-{p.stem}", p, evaluations, scale, f"sqlite:///{tmp}/cold-{p.stem}-knowledge.db")
         final, secs, err = _campaign(spec)
@@ -121,6 +121,8 @@ def run(names: list[str] | None, evaluations: int, scale: float, work: Path) -> 
         _save(prog_path, progress)
         print(f"cold {p.stem}: " + (f"{final:.3f}x" if err is None else f"FAILED {err}") + f" in {secs:.0f} s",
               flush=True)
+    if report_only:  # tabulate the problems whose cold and warm runs both finished
+        paths = [p for p in paths if p.stem in cold and p.stem in progress["warm"]]
     all_records = []
     for p in paths:
         ks = KnowledgeStore(f"sqlite:///{tmp}/cold-{p.stem}-knowledge.db")
@@ -191,12 +193,14 @@ def main() -> None:
     ap.add_argument("--problems", help="comma-separated stems or prefixes (default: all 24)")
     ap.add_argument("--evaluations", type=int, default=12, help="evaluation budget of every campaign")
     ap.add_argument("--size-scale", type=float, default=0.25, help="shrink the problems (shared machines)")
+    ap.add_argument("--report-only", action="store_true",
+                    help="tabulate the problems finished in --work without running anything")
     ap.add_argument("--work", type=Path, default=ROOT / "benchmarks" / "results" / "warm_start_run",
                     help="stores and progress (re-running the same command resumes)")
     a = ap.parse_args()
     started = time.monotonic()
     load_before = os.getloadavg()
-    data = run(a.problems.split(",") if a.problems else None, a.evaluations, a.size_scale, a.work)
+    data = run(a.problems.split(",") if a.problems else None, a.evaluations, a.size_scale, a.work, a.report_only)
     data["load_avg_before"] = [round(x, 2) for x in load_before]
     data["load_avg_after"] = [round(x, 2) for x in os.getloadavg()]
     print(table(data["rows"], [("problem", "problem"), ("cold_evals", "cold evals"), ("warm_evals", "warm evals"),
