@@ -3,7 +3,11 @@
 A transform decides from the source alone whether it applies; some moves are no-ops only given
 how the campaign runs. ``set_threads`` with the thread count the harness already sets for every
 measurement (``target.num_threads``) re-states the setting: measuring it spends a run to learn
-that the same program runs as fast as itself, and a lucky draw could even "accept" it.
+that the same program runs as fast as itself, and a lucky draw could even "accept" it. One with
+*more* threads than that is out of the campaign's budget: ``num_threads`` is the hardware the
+reference is measured on, and a candidate timed on two cores against a reference on one reports a
+speedup no kernel change made (seen: ``threads-2`` "won" 1.5x on ReLU once the second core fell
+idle, and lost 0.78x while it was busy).
 """
 
 from __future__ import annotations
@@ -17,5 +21,13 @@ def is_noop(move: MoveSpec, num_threads: int | None) -> bool:
             and move.params.get("threads") == num_threads)
 
 
+def over_budget(move: MoveSpec, num_threads: int | None) -> bool:
+    """True when ``move`` would use more intra-op threads than the campaign measures with."""
+    threads = move.params.get("threads")
+    return (move.transform == "set_threads" and num_threads is not None and isinstance(threads, int)
+            and threads > num_threads)
+
+
 def drop_noops(moves: list[MoveSpec], num_threads: int | None = None) -> list[MoveSpec]:
-    return [m for m in moves if not is_noop(m, num_threads)]
+    """The moves that can change something within the campaign's thread budget."""
+    return [m for m in moves if not is_noop(m, num_threads) and not over_budget(m, num_threads)]

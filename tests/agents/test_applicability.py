@@ -1,4 +1,5 @@
-"""A move that re-states how the campaign already runs is never offered to the search."""
+"""A move that re-states how the campaign already runs, or uses more threads than it measures
+with, is never offered to the search."""
 
 from __future__ import annotations
 
@@ -20,5 +21,11 @@ def _thread_moves(num_threads: int | None) -> set[str]:
 
 def test_threads_move_equal_to_the_campaigns_thread_count_is_not_proposed():
     assert _thread_moves(None) >= {"threads-1", "threads-2"}
-    assert "threads-1" not in _thread_moves(1) and "threads-2" in _thread_moves(1)
     assert "threads-2" not in _thread_moves(2) and "threads-1" in _thread_moves(2)
+
+
+def test_threads_move_above_the_campaigns_thread_budget_is_not_proposed():
+    """A one-thread campaign (the suite's protocol) gets no two-thread candidate: it would be timed
+    on two cores against a reference on one."""
+    assert _thread_moves(1) == set()
+    assert _thread_moves(4) >= {"threads-1", "threads-2"}
