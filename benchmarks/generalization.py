@@ -8,7 +8,8 @@ fast_1.1 >= 50%, >= 90% correct and verified, none slower than eager.
 
     python -m benchmarks.generalization                  # the whole set (~1-2 h on 2 cores)
     python -m benchmarks.generalization --levels 2 --ids 1,2,3   # a subset
-Resumable: results accumulate in --out (default benchmarks/results/generalization_run).
+Resumable: results accumulate in --out (default benchmarks/results/generalization_run). Split over
+processes: each its own ``--ids``/``--levels`` and ``--out``, then ``--report-only --merge DIR``.
 """
 
 from __future__ import annotations
@@ -23,16 +24,25 @@ from benchmarks.common import ROOT, write_result
 GOALS = {"geomean_vs_eager": 1.3, "geomean_vs_best_of": 1.1, "fast_1.1": 0.5, "verified_fraction": 0.9}
 
 
-def tabulate(out: Path) -> dict:
-    """The table over every problem finished so far in ``out`` (runs done in several sittings)."""
+def tabulate(out: Path, extra: list[Path] | None = None) -> dict:
+    """The table over every problem finished so far in ``out`` (runs done in several sittings), with
+    the rows of ``extra`` result folders merged in (a suite split over processes: ``--ids`` each,
+    its own ``--out``); the report page is written again over all of them."""
     import json
 
+    from arbor.suite.page import write_page
     from arbor.suite.table import markdown, summary
 
     data = json.loads((out / "suite_results.json").read_text())
-    rows = sorted(data["rows"], key=lambda r: r["key"])
+    rows = {r["key"]: r for r in data["rows"]}
+    for d in extra or []:
+        for r in json.loads((d / "suite_results.json").read_text())["rows"]:
+            rows.setdefault(r["key"], r)
+    rows = sorted(rows.values(), key=lambda r: r["key"])
     summ = summary(rows)
-    return {"rows": rows, "summary": summ, "table": markdown(rows, summ), "meta": data.get("meta", {})}
+    meta = {**data.get("meta", {}), "merged_from": [str(out), *map(str, extra or [])]}
+    write_page(out, rows, summ, meta)
+    return {"rows": rows, "summary": summ, "table": markdown(rows, summ), "meta": meta}
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -46,6 +56,8 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--max-cv", type=float, default=0.15)
     ap.add_argument("--report-only", action="store_true",
                     help="tabulate every finished problem in --out without running anything")
+    ap.add_argument("--merge", type=Path, action="append", default=[],
+                    help="with --report-only: also the rows of this result folder (repeatable)")
     args = ap.parse_args(argv)
     from arbor.suite.run import SuiteOptions, run_suite
 
@@ -53,7 +65,7 @@ def main(argv: list[str] | None = None) -> dict:
     started = time.monotonic()
     load0 = os.getloadavg()
     if args.report_only:
-        result = tabulate(args.out)
+        result = tabulate(args.out, args.merge)
     else:
         result = run_suite(SuiteOptions(directory=args.dir, out=args.out, ids=ints(args.ids),
                                         levels=ints(args.levels), budget=args.budget,
