@@ -3,7 +3,8 @@
 Upstream sizes are meant for large GPUs; on one CPU thread a problem can take minutes. One child
 process (one thread, no grad; torch imported once) times the eager reference at two small scales,
 fits the growth exponent (a GEMM grows ~s^3, an elementwise op ~s^2), extrapolates the scale that
-hits the target and checks it. Sizes are applied by the harness's own function, so derived
+hits the target and checks it. A scale at which the reference itself fails (sizes too small to be
+valid: a 1x1 conv output under GroupNorm) is grown past, not reported as the problem's failure. Sizes are applied by the harness's own function, so derived
 globals behave exactly as they will in the campaign.
 """
 
@@ -67,12 +68,26 @@ def search(path: str, target_ms: float, start: float = 0.125) -> dict:
         return ms
 
     s1 = start
-    t1 = probe(s1)
+    while True:  # a size can be too small to be valid (a conv output of 1x1 under GroupNorm): grow
+        try:
+            t1 = probe(s1)
+            break
+        except Exception:
+            if s1 >= 1.0:
+                raise
+            s1 = min(1.0, s1 * 2)
+    floor = s1  # the smallest scale known to run
     while t1 > 4 * target_ms and s1 > MIN_SCALE * 2:  # too slow even small: shrink first
+        try:
+            t1 = probe(s1 / 2)
+        except Exception:
+            break
         s1 /= 2
-        t1 = probe(s1)
-    probe(s1 * 2)
-    for _ in range(MAX_PROBES):
+    try:
+        probe(s1 * 2)
+    except Exception:
+        pass
+    for _ in range(MAX_PROBES if len(probes) >= 2 else 0):
         # log-log interpolation between the two probes nearest the target (tiny sizes are
         # overhead-bound, so the exponent is refitted as the probes close in)
         near = sorted(probes, key=lambda p: abs(math.log(max(p[1], 1e-3) / target_ms)))[:2]
@@ -83,9 +98,12 @@ def search(path: str, target_ms: float, start: float = 0.125) -> dict:
         k = min(4.0, max(0.5, k))
         nxt = min(MAX_SCALE, max(MIN_SCALE, sa * (target_ms / max(ta, 1e-3)) ** (1 / k)))
         nxt = min(nxt, MAX_STEP * max(p[0] for p in probes))
-        if any(abs(math.log(nxt / p[0])) < 1e-3 for p in probes):
+        if any(abs(math.log(nxt / p[0])) < 1e-3 for p in probes) or nxt < floor:
             break
-        probe(nxt)
+        try:
+            probe(nxt)
+        except Exception:  # that size is not valid: keep the best of the ones that ran
+            break
     best = min(probes, key=lambda p: abs(math.log(max(p[1], 1e-3) / target_ms)))
     return {"scale": round(best[0], 5), "eager_ms": best[1], "probes": probes}
 

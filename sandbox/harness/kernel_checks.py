@@ -58,6 +58,9 @@ def apply_sizes(module, sizes: dict, scale: float | None,  # type: ignore[no-unt
         applied = {k: max(1, int(round(v * scale))) for k, v in ints.items()
                    if v >= 16 and k not in sizes and k in literal}
     applied.update({k: int(v) for k, v in sizes.items()})
+    structural = _init_names(tree) if tree is not None else None  # the model's hyperparameters
+    applied.update(keep_divisible({k: v for k, v in ints.items() if (k in literal or k in sizes)
+                                   and (structural is None or k in structural)}, applied, set(sizes)))
     for k, v in applied.items():
         setattr(module, k, v)
     if tree is not None and applied:
@@ -67,6 +70,44 @@ def apply_sizes(module, sizes: dict, scale: float | None,  # type: ignore[no-unt
                             "but cannot be recomputed (bound inside a block, a default argument, "
                             "or their assignment failed); set them in target.sizes too")
     return applied
+
+
+def keep_divisible(ints: dict, applied: dict, pinned: set) -> dict:
+    """Scaled sizes that were multiples of other sizes stay multiples of them (their new values).
+
+    Divisibility among a problem's sizes is often structural: ``nn.GroupNorm(num_groups,
+    out_channels)``, ``embed_dim`` over ``num_heads``, channels over ``groups``. A scale that turns
+    ``out_channels = 32`` into 4 while ``num_groups = 8`` stays (ints under 16 are not scaled) makes
+    the reference itself fail. Each scaled size, smallest first, is rounded to the nearest multiple
+    (at least one) of the least common multiple of the final values of the sizes it was a multiple
+    of; when that multiple would more than double the scaled value (many incidental divisors among
+    scaled sizes), only the unscaled divisors are kept. ``ints`` holds the sizes that may constrain
+    each other: literal ones (derived ones are recomputed afterwards) that ``get_init_inputs`` passes
+    to the model, whose constructor is where such constraints live (a batch of 16 is not bound to
+    an ``in_channels`` of 8). Overrides the user set are never changed."""
+    out: dict = {}
+    final = lambda k: out.get(k, applied.get(k, ints[k]))  # noqa: E731
+    for a in sorted((k for k in applied if k in ints and k not in pinned), key=lambda k: ints[k]):
+        orig, new = ints[a], applied[a]
+        divs = [b for b, v in ints.items() if b != a and 2 <= v < orig and orig % v == 0]
+        fixed = [b for b in divs if b not in applied]
+        for group in (divs, fixed):
+            m = 1
+            for b in group:
+                m = math.lcm(m, final(b))
+            if m <= max(2 * new, 1) or group is fixed:
+                break
+        if m > 1 and m <= orig:
+            out[a] = max(m, int(round(new / m)) * m)
+    return {k: v for k, v in out.items() if v != applied[k]}
+
+
+def _init_names(tree) -> set | None:  # type: ignore[no-untyped-def]
+    """Names ``get_init_inputs`` reads (the model's constructor arguments), None without one."""
+    import ast
+
+    fn = next((st for st in tree.body if isinstance(st, ast.FunctionDef) and st.name == "get_init_inputs"), None)
+    return None if fn is None else _loads(fn)
 
 
 def _module_tree(module):  # type: ignore[no-untyped-def]

@@ -263,3 +263,22 @@ def test_bad_reference_outputs_named():
     assert "not a tensor" in bad_reference_output(3.0)
     assert "None as output 1" in bad_reference_output((torch.ones(2), None))
     assert bad_reference_output((torch.ones(2), 3)) is None
+
+
+def test_scaled_sizes_stay_multiples_of_their_divisors(tmp_path):
+    """GroupNorm(num_groups, out_channels): a scale must not leave out_channels indivisible by the
+    unscaled num_groups (the reference itself would fail). Only the constructor's arguments
+    constrain each other (a batch of 16 is not bound to 8 input channels), incidental divisibility
+    costs at most a factor two, and user overrides are never changed."""
+    src = ("batch_size = 16\nin_channels = 8\nout_channels = 32\nheight = 64\nnum_groups = 8\nembed = 96\n"
+           "heads = 12\ndef get_init_inputs():\n    return [in_channels, out_channels, num_groups, embed, heads]\n")
+    mod = _module(tmp_path, src)
+    applied = apply_sizes(mod, {}, 0.12)
+    assert mod.out_channels % mod.num_groups == 0 and mod.out_channels == 8  # 3.84 -> 8, not 4
+    assert mod.embed % mod.heads == 0 and mod.embed <= 24
+    assert (applied["batch_size"], applied["height"]) == (2, 8)  # input sizes scale freely
+    mod = _module(tmp_path, src)
+    assert apply_sizes(mod, {"out_channels": 12}, 0.5)["out_channels"] == 12  # the user's override stands
+    mod = _module(tmp_path, "a = 4096\nb = 64\nc = 128\nd = 256\ne = 1024\n")
+    applied = apply_sizes(mod, {}, 0.3)
+    assert 0.5 * 1229 <= applied["a"] <= 2 * 1229  # no lcm blow-up from incidental divisors
