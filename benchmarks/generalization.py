@@ -4,7 +4,7 @@ Runs ``arbor suite`` on the development set in ``benchmarks/problems`` (KernelBe
 one thread, 12 evaluations per problem, sizes scaled so the eager reference takes ~20 ms) and
 prints the side-by-side table: Arbor's verified best vs eager and vs ``torch.compile`` default,
 fast_p and geomeans. Goals: geomean >= 1.3x vs eager and >= 1.1x vs best-of(eager, compile),
-fast_1.1 >= 50%, >= 90% correct and verified, none slower than eager.
+fast_1.1 >= 50%, >= 90% ending with a correct, Critic-verified result, none slower than eager.
 
     python -m benchmarks.generalization                  # the whole set (~1-2 h on 2 cores)
     python -m benchmarks.generalization --levels 2 --ids 1,2,3   # a subset
@@ -21,7 +21,10 @@ from pathlib import Path
 
 from benchmarks.common import ROOT, write_result
 
-GOALS = {"geomean_vs_eager": 1.3, "geomean_vs_best_of": 1.1, "fast_1.1": 0.5, "verified_fraction": 0.9}
+# "result_fraction": problems that end with a correct, Critic-verified result — a verified win, or
+# the reference kept because nothing beat it (a campaign that failed or never started does not
+# count); the share of verified wins is printed beside it.
+GOALS = {"geomean_vs_eager": 1.3, "geomean_vs_best_of": 1.1, "fast_1.1": 0.5, "result_fraction": 0.9}
 
 
 def tabulate(out: Path, extra: list[Path] | None = None) -> dict:

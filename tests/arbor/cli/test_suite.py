@@ -56,11 +56,14 @@ def test_metrics_count_only_verified_wins_and_compare_with_compile():
     rows = [{"key": "a", "verified": True, "best": 3.0, "compile": 1.5},
             {"key": "b", "verified": False, "best": 5.0, "compile": 0.8},  # unverified: counts as 1.0
             {"key": "c", "error": "calibration failed"}]
-    assert row_metrics(rows[0]) == {"correct": True, "speedup_eager": 3.0, "speedup_compile": 2.0,
-                                    "speedup_best_of": 2.0}
+    assert row_metrics(rows[0]) == {"correct": True, "result_ok": True, "speedup_eager": 3.0,
+                                    "speedup_compile": 2.0, "speedup_best_of": 2.0}
     assert row_metrics(rows[1])["speedup_eager"] == 1.0
     s = summary(rows)
     assert s["problems"] == 3 and s["finished"] == 2
+    # b ended with the reference kept only if its eager time was measured; c never started
+    assert s["verified_fraction"] == pytest.approx(1 / 3) and s["result_fraction"] == pytest.approx(1 / 3)
+    assert summary([*rows, {"key": "d", "verified": False, "eager": 1.0, "compile": 1.1}])["result_fraction"] == 0.5
     assert s["fast_1"] == pytest.approx(1 / 3) and s["fast_2"] == pytest.approx(1 / 3)
     assert s["geomean_vs_eager"] == pytest.approx(3 ** 0.5)
     assert "| a |" in markdown(rows, s) and "c: calibration failed" in markdown(rows, s)
