@@ -147,14 +147,7 @@ def measure(ctx: Context, state: LoopState) -> LoopState:
             ctx.report("measuring", {"node": node, "attempt": attempt, "purpose": purpose,
                                      "expected_s": timing.expected(ctx)["measurement_s"] or None,
                                      "eta_s": timing.eta_s(ctx, ctx.flush_elapsed())})
-            stop = threading.Event()
-            beat = threading.Thread(target=_heartbeat, args=(ctx, stop), daemon=True)
-            beat.start()
-            try:
-                result = ctx.target.measure(ctx.runner, ctx.source(node.artifact_sha))
-            finally:
-                stop.set()
-                beat.join()
+            result = _measure_beating(ctx, node.artifact_sha)
         _record(ctx, nid, attempt, purpose, result)
         if attempt == 1 and node.parent_id is not None:
             ctx.count_evaluation()
@@ -180,21 +173,15 @@ def reprobe_reference(ctx: Context) -> None:
     if root_id is None:
         return
     root = ctx.store.get_node(root_id)
-    before = [m for m in ctx.store.measurements(root_id) if m.status == "ok" and m.baseline_samples]
-    attempt = len(ctx.store.measurements(root_id)) + 1
+    ms = ctx.store.measurements(root_id)
+    before = [m for m in ms if m.status == "ok" and m.baseline_samples]
+    attempt = len(ms) + 1
     ctx.report("measuring", {"node": root, "attempt": attempt, "purpose": "reference"})
-    stop = threading.Event()
-    beat = threading.Thread(target=_heartbeat, args=(ctx, stop), daemon=True)
-    beat.start()
-    try:
-        result = ctx.target.measure(ctx.runner, ctx.source(root.artifact_sha))
-    finally:
-        stop.set()
-        beat.join()
+    result = _measure_beating(ctx, root.artifact_sha)
     _record(ctx, root_id, attempt, "reference", result)
-    after = [m for m in ctx.store.measurements(root_id) if m.status == "ok" and m.baseline_samples]
     old = statistics.median(before[-1].baseline_samples) if before else None
-    new = statistics.median(after[-1].baseline_samples) if after and len(after) > len(before) else None
+    fresh = result.get("baseline_samples") if result.get("status") == "ok" else None
+    new = statistics.median(fresh) if fresh else None
     ctx.store.append_event(ctx.cid, "reference_reprobe", {"attempt": attempt, "before_s": old, "after_s": new},
                            node_id=root_id, agent="loop")
 
@@ -209,6 +196,18 @@ def _record(ctx: Context, nid: int, attempt: int, purpose: str, result: dict) ->
         store_retry.spill(ctx.spec.runs_dir(), nid, attempt, purpose, result, ctx.runner.name)
         raise
     store_retry.drop_spilled(ctx.spec.runs_dir(), nid, attempt)
+
+
+def _measure_beating(ctx: Context, artifact_sha: str) -> dict:
+    """One measurement of the artifact, the owner's leases kept fresh while it runs."""
+    stop = threading.Event()
+    beat = threading.Thread(target=_heartbeat, args=(ctx, stop), daemon=True)
+    beat.start()
+    try:
+        return ctx.target.measure(ctx.runner, ctx.source(artifact_sha))
+    finally:
+        stop.set()
+        beat.join()
 
 
 def _heartbeat(ctx: Context, stop: threading.Event) -> None:
