@@ -71,3 +71,16 @@ def signals_interrupt(seen: list[int] | None = None) -> Iterator[list[int]]:
     finally:
         for s, h in old.items():
             signal.signal(s, h)
+
+
+def forget_caught_interrupt() -> None:
+    """Let the exit status be the one the command chose, after an interruption it handled.
+
+    CPython (3.11) marks a KeyboardInterrupt that escapes code run by ``exec`` of a *string* as
+    "unhandled" in a process-wide flag, and ``python -m`` then ends the process by SIGINT whatever
+    the code (``sys.exit(143)`` became "killed by SIGINT", rc -2). A SIGTERM landing while
+    ``dataclasses`` builds an ``__init__`` (``exec`` of generated source, during an import) does
+    exactly that — seen in the chaos suite. Every string evaluation clears the flag first, so one
+    trivial evaluation forgets it; an interrupt that really escapes ``main`` sets it again."""
+    exec("None")  # noqa: S102  a constant: the side effect (clearing the flag) is the point
+

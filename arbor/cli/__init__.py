@@ -53,8 +53,12 @@ app.command()(suite.suite)
 
 
 def main() -> None:
+    from arbor.campaign.run_guard import forget_caught_interrupt
+
     one_line_unraisable()
     try:
         app()
     except user_errors() as exc:  # pragma: no cover - commands catch their own
         fail(exc)
+    finally:
+        forget_caught_interrupt()

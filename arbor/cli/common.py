@@ -20,7 +20,15 @@ JsonOpt = typer.Option(False, "--json", help="machine-readable output")
 
 
 def user_errors() -> tuple[type[BaseException], ...]:
-    """The exceptions that mean "the user can fix this": reported in one line, exit 2."""
+    """The exceptions that mean "the user can fix this": reported in one line, exit 2.
+
+    Evaluated in ``except`` clauses, so it runs while any exception propagates — a Ctrl-C/SIGTERM
+    or a ``typer.Exit`` too. An interruption or an exit is never a user error, and importing here
+    while one propagates can meet a module the interruption left half-imported (a SIGTERM landing
+    inside ``import torch``: the re-import raised "Only a single TORCH_LIBRARY ..." or segfaulted,
+    and the clean stop became a traceback — seen in the chaos suite). So: nothing to match then."""
+    if isinstance(sys.exc_info()[1], (KeyboardInterrupt, SystemExit)):
+        return ()
     from arbor.agents.skills import SkillError
     from arbor.sandbox.problem import ProblemError
     from arbor.sandbox.runner import SandboxError

@@ -22,15 +22,17 @@ def env(**extra: str) -> dict:
     return e
 
 
-def replay_campaign(tmp: Path, name: str = "chaos", evaluations: int = 24) -> Path:
+def replay_campaign(tmp: Path, name: str = "chaos", evaluations: int = 24, pace: float = 0.0) -> Path:
     """A replayed campaign: the real loop, store and Critic, measurements from a landscape, so a
-    whole campaign takes seconds and can be killed at many points."""
+    whole campaign takes seconds and can be killed at many points. ``pace`` sleeps that many seconds
+    per measurement (the synthetic points record 1 s each): a test that must signal a run *while*
+    it measures needs a campaign longer than its polling and a loaded CI machine's latency."""
     sys.path.insert(0, str(REPO))
     from benchmarks.synthetic import make_landscape
 
     make_landscape().dump(tmp / "land.json")
     spec = tmp / f"{name}.yaml"
-    spec.write_text(f"name: {name}\ntarget: {{kind: replay, landscape: land.json}}\n"
+    spec.write_text(f"name: {name}\ntarget: {{kind: replay, landscape: land.json, pace: {pace}}}\n"
                     f"budget: {{max_evaluations: {evaluations}, max_wall_s: 600}}\n"
                     "critic: {min_speedup: 1.02}\n")
     return spec

@@ -17,7 +17,9 @@ pytestmark = [pytest.mark.chaos, pytest.mark.slow]
 
 
 def test_sigterm_is_a_clean_stop(tmp_path):
-    spec = replay_campaign(tmp_path, evaluations=400)
+    # paced: unpaced, the whole campaign (60 measurements, then "exhausted") takes ~1.6 s, and on a
+    # loaded CI machine the resumed run finished (rc 0) before the SIGHUP below reached it
+    spec = replay_campaign(tmp_path, evaluations=400, pace=0.1)
     db = f"sqlite:///{tmp_path / 'arbor.db'}"
     proc = start("run", str(spec))
     deadline = time.time() + 60
