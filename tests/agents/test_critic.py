@@ -333,6 +333,18 @@ def test_a_reference_slower_than_at_the_baseline_is_env_drift_not_a_speedup():
     assert critic.judge(ev(baseline_reference_s=9.0), b, c).decision == "accept"
 
 
+def test_a_reference_much_faster_than_at_the_baseline_is_env_drift_too():
+    """The reference at 5 here, 10 in the baseline's measurement: this run timed something else
+    (seen: reference 36 -> 19 ms, a compiled candidate 18 -> 2.5 ms, a 2.1x kernel read 7.3x)."""
+    b, c = samples(5, 0.02), samples(0.7, 0.02, seed=1)
+    j = critic.judge(ev(baseline_reference_s=10.0), b, c)
+    assert (j.decision, j.diagnosis) == ("remeasure", "env_drift") and "not comparable" in j.reason
+    j = critic.judge(ev(baseline_reference_s=10.0, remeasures_done=1), b, c)
+    assert (j.decision, j.diagnosis, j.final_state) == ("reject", "env_drift", "rejected")
+    # a reference somewhat faster (a quieter machine, within the tolerance) is not drift
+    assert critic.judge(ev(baseline_reference_s=5.5), b, c).decision == "accept"
+
+
 def test_reference_drift_tolerance_follows_the_baselines_noise_floor():
     """+25%: a drift where the A/A pinned 1% (tolerance 15%), noise where it pinned 3% (30%);
     never more than the configured cap (50%)."""

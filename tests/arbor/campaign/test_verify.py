@@ -137,3 +137,22 @@ def test_off_reports_the_critics_value(tmp_path, landscape):
     assert not store.events(camp.id, kinds=["final_verification"])
     assert all(m.purpose != "final" for n in store.nodes(camp.id) for m in store.measurements(n.id))
     store.close()
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_a_run_that_timed_something_else_never_sets_the_reported_speedup(tmp_path, seed):
+    """(B, x) is a 2x kernel, but one recorded run timed both sides far faster (reference 0.5
+    instead of 1.0, the candidate 0.07: 7x) — as on the development set, where such runs became the
+    verified median of a 2.1x kernel (7.3x). The reference gate treats a reference much faster
+    than the baseline's like one much slower: that run never counts."""
+    points = [
+        {"knobs": {"K": "A", "M": "x"}, "runs": [_sp(1.0)] * 3},
+        {"knobs": {"K": "B", "M": "x"}, "runs": [_run(1.0, 0.5), _run(0.5, 0.07), _run(1.0, 0.49)]},
+        {"knobs": {"K": "A", "M": "y"}, "runs": [_sp(0.5)] * 3},
+        {"knobs": {"K": "B", "M": "y"}, "runs": [_sp(0.5)] * 3},
+    ]
+    spec = _spec(tmp_path, _dump(tmp_path, "elsewhere", points), seed, final=3)
+    summary = run_campaign(spec, lambda *a: None)
+    assert summary.speedup is None or summary.speedup < 2.2
+    if summary.verified:
+        assert all(s < 2.2 for s in summary.verified["speedups"])
