@@ -155,26 +155,33 @@ def run(names: list[str] | None, evaluations: int, scale: float, work: Path, rep
             rows.append(row)
             print(f"{p.stem}: left out — {row['error']}", flush=True)
             continue
-        target = 1.0 + REACH * (c["final"] - 1.0) if c["final"] > 1.0 else None
         cc, wc = _curve(cold_spec), _curve(spec)
-        row.update(cold_evals=_reach(cc, target) if target else None, warm_evals=_reach(wc, target) if target else None,
-                   warm_priors=_warm_count(spec))
+        # 95% of the cold run's best on the curves' own scale (the Critic's value of each accepted
+        # node): the verified final is another measurement, which the curve may never reach
+        cold_best = cc[-1] if cc else 1.0
+        target = REACH * cold_best if REACH * cold_best > 1.0 else None  # else the baseline reaches it
+        row.update(cold_best=round(cold_best, 4), cold_evals=_reach(cc, target) if target else None,
+                   warm_evals=_reach(wc, target) if target else None, warm_priors=_warm_count(spec))
         row["ratio"] = (row["warm_evals"] / row["cold_evals"]) if row["warm_evals"] and row["cold_evals"] else None
         row["worse"] = row["warm_final"] < row["cold_final"] * (1 - NOISE)
         rows.append(row)
         print(f"warm {p.stem}: {row['warm_final']:.3f}x, evals to 95% of cold best: cold {row['cold_evals']} "
               f"warm {row['warm_evals']} ({row['warm_priors']} knowledge priors)", flush=True)
-    ratios = [r["ratio"] if r["ratio"] is not None else (float("inf") if r["cold_evals"] else None)
-              for r in rows if not r["error"]]
-    ratios = [x for x in ratios if x is not None]
+    scored = [r for r in rows if not r["error"] and r["cold_evals"]]
+    ratios = [r["ratio"] if r["ratio"] is not None else float("inf") for r in scored]
+    searched = [r["ratio"] if r["ratio"] is not None else float("inf") for r in scored if r["cold_evals"] > 1]
     median_ratio = statistics.median(ratios) if ratios else None
     return {"evaluations": evaluations, "size_scale": scale, "reach": REACH, "noise": NOISE, "rows": rows,
             "median_ratio": median_ratio, "problems_in_ratio": len(ratios),
+            "median_ratio_searched": statistics.median(searched) if searched else None,
+            "problems_searched": len(searched),
             "failed": [r["problem"] for r in rows if r["error"]],
             "goal_evaluations_met": median_ratio is not None and median_ratio <= GOAL_RATIO,
             "goal_final_best_met": not any(r["worse"] for r in rows),
-            "note": "problems whose cold run found no speedup have no 95% target and are left out of the ratio; "
-                    "a warm run that never reached the target counts as an infinite ratio"}
+            "note": "target: 95% of the cold run's best Critic value; problems whose cold best is below 1/0.95 "
+                    "have no target (the baseline reaches it) and are left out of the ratio; a warm run that never "
+                    "reached the target counts as an infinite ratio; 'searched' is the median over the problems "
+                    "whose cold run needed more than one evaluation (where knowledge has something to save)"}
 
 
 def _warm_count(spec) -> int:  # type: ignore[no-untyped-def]
@@ -204,11 +211,13 @@ def main() -> None:
     data["load_avg_before"] = [round(x, 2) for x in load_before]
     data["load_avg_after"] = [round(x, 2) for x in os.getloadavg()]
     print(table(data["rows"], [("problem", "problem"), ("cold_evals", "cold evals"), ("warm_evals", "warm evals"),
-                               ("ratio", "warm/cold"), ("cold_final", "cold best"), ("warm_final", "warm best"),
+                               ("ratio", "warm/cold"), ("cold_best", "cold Critic best"), ("cold_final", "cold best"), ("warm_final", "warm best"),
                                ("warm_priors", "knowledge priors")]))
-    print(f"median warm/cold evaluations: {data['median_ratio']} (goal <= {GOAL_RATIO}: "
+    print(f"median warm/cold evaluations: {data['median_ratio']} over {data['problems_in_ratio']} problems (goal <= {GOAL_RATIO}: "
           f"{'met' if data['goal_evaluations_met'] else 'NOT met'}); final best never worse beyond "
           f"{NOISE:.0%}: {'met' if data['goal_final_best_met'] else 'NOT met'}; load {data['load_avg_before']}")
+    print(f"median warm/cold over the {data['problems_searched']} problems whose cold run needed more than one "
+          f"evaluation: {data['median_ratio_searched']}")
     print(f"wrote {write_result('warm_start', data, started)}")
 
 
