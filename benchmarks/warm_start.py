@@ -6,11 +6,18 @@ evaluations until the best reached 95% of the cold run's final best, for cold an
 final (verified) best of each. Goals: warm needs <= 0.5x the evaluations of cold (median over
 problems), and the warm final best is never worse than the cold one beyond the noise (NOISE).
 
+Sizes: each problem at the scale the generalization suite calibrated for it (eager about 20 ms on
+this machine, benchmarks/results/generalization_run/calibration.json), so the campaigns meet the
+problems the suite measures; ``--size-scale`` forces one scale for all (at 0.25 most problems take
+microseconds and nothing beats eager: a warm start has nothing to find).
+
 Real kernel campaigns, so this is slow on a shared 2-core box: ``--problems`` picks a subset
 (file stems or prefixes), ``--evaluations`` the budget of each campaign. Resumable: stores and
-progress live in ``--work`` (default benchmarks/results/warm_start_run); re-running the same command
-skips the campaigns already finished. A problem whose campaign fails is a row with its error, not
-the end of the run.
+per-campaign progress files live in ``--work`` (default benchmarks/results/warm_start_run);
+re-running the same command skips the campaigns already finished. ``--phase cold`` then
+``--phase warm`` split the run, so two processes can share it with the same load in both phases
+(the warm phase takes its knowledge from every cold campaign in ``--work``). A problem whose
+campaign fails is a row with its error, not the end of the run.
 
     python -m benchmarks.warm_start --problems l1_04_swish,l1_01_relu,l2_10 --evaluations 6
 """
@@ -28,6 +35,7 @@ from pathlib import Path
 from benchmarks.common import ROOT, table, write_result
 
 PROBLEMS = ROOT / "benchmarks" / "problems"
+CALIBRATION = ROOT / "benchmarks" / "results" / "generalization_run" / "calibration.json"
 REACH, NOISE, GOAL_RATIO = 0.95, 0.05, 0.5
 FAST = {"measurement": {"seeds": [0, 1, 2], "warmup_s": 0.05, "time_budget_s": 0.5, "min_repeats": 10,
                         "min_sample_s": 0.002},
@@ -39,6 +47,24 @@ def problem_paths(names: list[str] | None) -> list[Path]:
     if names:
         paths = [p for p in paths if any(p.stem == n or p.stem.startswith(n) for n in names)]
     return paths
+
+
+def scales(paths: list[Path], fixed: float | None) -> dict[str, float]:
+    """Each problem's size scale: ``fixed`` for all, else the suite's calibration (problems it
+    lacks run at 1.0, said on stdout)."""
+    if fixed is not None:
+        return {p.stem: fixed for p in paths}
+    try:
+        cal = json.loads(CALIBRATION.read_text())
+    except (OSError, ValueError):
+        sys.exit(f"warm_start: no calibration at {CALIBRATION} — run `python -m benchmarks.generalization` "
+                 "first, or pass --size-scale")
+    out = {}
+    for p in paths:
+        if p.stem not in cal:
+            print(f"{p.stem}: not in the calibration, run at size scale 1.0", flush=True)
+        out[p.stem] = float((cal.get(p.stem) or {}).get("scale") or 1.0)
+    return out
 
 
 def _spec(tmp: Path, name: str, problem: Path, evaluations: int, scale: float, knowledge: str | None):
@@ -75,16 +101,18 @@ def _reach(curve: list[float], target: float) -> int | None:
     return next((i for i, b in enumerate(curve, 1) if b >= target), None)
 
 
-def _load(path: Path) -> dict:
+def _load(path: Path) -> dict | None:
     try:
         return json.loads(path.read_text())
     except (OSError, ValueError):
-        return {"cold": {}, "warm": {}}
+        return None
 
 
-def _save(path: Path, progress: dict) -> None:
+def _save(path: Path, outcome: dict) -> None:
+    """One file per finished campaign: two processes sharing --work never overwrite each other."""
+    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(progress, indent=2))
+    tmp.write_text(json.dumps(outcome, indent=2))
     os.replace(tmp, path)
 
 
@@ -100,32 +128,38 @@ def _campaign(spec) -> tuple[float | None, float, str | None]:  # type: ignore[n
     return s.speedup or 1.0, time.monotonic() - t, None
 
 
-def run(names: list[str] | None, evaluations: int, scale: float, work: Path, report_only: bool = False) -> dict:
+def run(names: list[str] | None, evaluations: int, fixed_scale: float | None, work: Path,
+        report_only: bool = False, phase: str = "all") -> dict:
     from arbor.search_tree.knowledge import KnowledgeStore
 
     paths = problem_paths(names)
-    if len(paths) < 2:
+    if len(paths) < 2 and phase != "cold":
         sys.exit("warm_start: leave-one-out needs at least two problems — widen --problems")
-    tmp = work / f"e{evaluations}-s{scale}"
+    scale = scales(paths, fixed_scale)
+    tmp = work / (f"e{evaluations}-" + ("calibrated" if fixed_scale is None else f"s{fixed_scale}"))
     tmp.mkdir(parents=True, exist_ok=True)
-    prog_path = tmp / "progress.json"
-    progress = _load(prog_path)
+    done = tmp / "progress"
     print(f"campaign stores, knowledge stores and progress in {tmp}", flush=True)
-    cold = progress["cold"]
+    run_cold, run_warm = not report_only and phase in ("all", "cold"), not report_only and phase in ("all", "warm")
     for p in paths:  # each cold run records into a store of its own, so it starts with no knowledge
-        if p.stem in cold or report_only:
+        if not run_cold or _load(done / f"cold-{p.stem}.json"):
             continue
-        spec = _spec(tmp, f"cold-{p.stem}", p, evaluations, scale, f"sqlite:///{tmp}/cold-{p.stem}-knowledge.db")
+        spec = _spec(tmp, f"cold-{p.stem}", p, evaluations, scale[p.stem],
+                     f"sqlite:///{tmp}/cold-{p.stem}-knowledge.db")
         final, secs, err = _campaign(spec)
-        cold[p.stem] = {"final": final, "seconds": secs, "error": err}
-        _save(prog_path, progress)
+        _save(done / f"cold-{p.stem}.json", {"final": final, "seconds": secs, "error": err, "scale": scale[p.stem]})
         print(f"cold {p.stem}: " + (f"{final:.3f}x" if err is None else f"FAILED {err}") + f" in {secs:.0f} s",
               flush=True)
-    if report_only:  # tabulate the problems whose cold and warm runs both finished
-        paths = [p for p in paths if p.stem in cold and p.stem in progress["warm"]]
+    if phase == "cold":
+        paths = []
+    cold = {p.stem: _load(done / f"cold-{p.stem}.json") for p in paths}
+    if run_warm and (missing := [k for k, v in cold.items() if v is None]):
+        sys.exit(f"warm_start: the cold campaigns of {', '.join(missing)} have not finished — run --phase cold "
+                 "for them first")
+    # knowledge: every finished cold campaign in --work (the problems of a split run included)
     all_records = []
-    for p in paths:
-        ks = KnowledgeStore(f"sqlite:///{tmp}/cold-{p.stem}-knowledge.db")
+    for db in sorted(tmp.glob("cold-*-knowledge.db")):
+        ks = KnowledgeStore(f"sqlite:///{db}")
         try:
             all_records += ks.records()
         finally:
@@ -133,9 +167,12 @@ def run(names: list[str] | None, evaluations: int, scale: float, work: Path, rep
     rows = []
     for p in paths:
         c = cold[p.stem]
-        cold_spec = _spec(tmp, f"cold-{p.stem}", p, evaluations, scale, None)
-        spec = _spec(tmp, f"warm-{p.stem}", p, evaluations, scale, f"sqlite:///{tmp}/loo-{p.stem}.db")
-        if p.stem not in progress["warm"]:
+        w = _load(done / f"warm-{p.stem}.json")
+        if c is None or (w is None and not run_warm):  # report-only: what has finished
+            continue
+        cold_spec = _spec(tmp, f"cold-{p.stem}", p, evaluations, scale[p.stem], None)
+        spec = _spec(tmp, f"warm-{p.stem}", p, evaluations, scale[p.stem], f"sqlite:///{tmp}/loo-{p.stem}.db")
+        if w is None:
             loo = f"sqlite:///{tmp}/loo-{p.stem}.db"
             ks = KnowledgeStore(loo)
             try:
@@ -144,10 +181,9 @@ def run(names: list[str] | None, evaluations: int, scale: float, work: Path, rep
             finally:
                 ks.close()
             final, secs, err = _campaign(spec)
-            progress["warm"][p.stem] = {"final": final, "seconds": secs, "error": err}
-            _save(prog_path, progress)
-        w = progress["warm"][p.stem]
-        row = {"problem": p.stem, "cold_final": c["final"], "warm_final": w["final"],
+            w = {"final": final, "seconds": secs, "error": err}
+            _save(done / f"warm-{p.stem}.json", w)
+        row = {"problem": p.stem, "scale": scale[p.stem], "cold_final": c["final"], "warm_final": w["final"],
                "cold_s": round(c["seconds"], 1), "warm_s": round(w["seconds"], 1),
                "error": c["error"] or w["error"]}
         if row["error"]:
@@ -171,7 +207,7 @@ def run(names: list[str] | None, evaluations: int, scale: float, work: Path, rep
     ratios = [r["ratio"] if r["ratio"] is not None else float("inf") for r in scored]
     searched = [r["ratio"] if r["ratio"] is not None else float("inf") for r in scored if r["cold_evals"] > 1]
     median_ratio = statistics.median(ratios) if ratios else None
-    return {"evaluations": evaluations, "size_scale": scale, "reach": REACH, "noise": NOISE, "rows": rows,
+    return {"evaluations": evaluations, "size_scale": fixed_scale or "calibrated (eager ~20 ms)", "reach": REACH, "noise": NOISE, "rows": rows,
             "median_ratio": median_ratio, "problems_in_ratio": len(ratios),
             "median_ratio_searched": statistics.median(searched) if searched else None,
             "problems_searched": len(searched),
@@ -199,7 +235,10 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--problems", help="comma-separated stems or prefixes (default: all 24)")
     ap.add_argument("--evaluations", type=int, default=12, help="evaluation budget of every campaign")
-    ap.add_argument("--size-scale", type=float, default=0.25, help="shrink the problems (shared machines)")
+    ap.add_argument("--size-scale", type=float, default=None,
+                    help="one size scale for every problem (default: the suite's calibration, eager ~20 ms)")
+    ap.add_argument("--phase", choices=("all", "cold", "warm"), default="all",
+                    help="cold campaigns only, warm only (needs every cold one), or both")
     ap.add_argument("--report-only", action="store_true",
                     help="tabulate the problems finished in --work without running anything")
     ap.add_argument("--work", type=Path, default=ROOT / "benchmarks" / "results" / "warm_start_run",
@@ -207,7 +246,11 @@ def main() -> None:
     a = ap.parse_args()
     started = time.monotonic()
     load_before = os.getloadavg()
-    data = run(a.problems.split(",") if a.problems else None, a.evaluations, a.size_scale, a.work, a.report_only)
+    data = run(a.problems.split(",") if a.problems else None, a.evaluations, a.size_scale, a.work, a.report_only,
+               a.phase)
+    if a.phase == "cold":
+        print("cold phase done: run --phase warm (with the same --work) for the comparison")
+        return
     data["load_avg_before"] = [round(x, 2) for x in load_before]
     data["load_avg_after"] = [round(x, 2) for x in os.getloadavg()]
     print(table(data["rows"], [("problem", "problem"), ("cold_evals", "cold evals"), ("warm_evals", "warm evals"),
