@@ -6,7 +6,14 @@ the next run cleaned up. So each local runner starts this small process in its o
 holding the read end of a pipe whose write end only the runner has. The kernel closes that end
 when the runner's process dies, however it dies; the watchdog then kills every process carrying
 the dead owner's job token and empties its cgroups (``proctree.cleanup_stale``), a few times over
-a second to catch forks in flight. On a clean close it finds the owner alive and just exits.
+a second to catch forks in flight. A clean close writes ``CLEAN`` first, and the watchdog just exits.
+
+Why a marker and not "is the owner still alive?": the kernel closes a dying process's files before
+the process shows as a zombie, so at EOF a kill -9'd owner can still look alive for a moment, and
+the sweeps skip the jobs of an owner that looks alive. Under load (two benchmark campaigns on the
+two cores) the watchdog read that moment as a clean close and left a setsid'd grandchild running
+(tests/sandbox/test_watchdog.py). Now EOF without the marker is a death: the watchdog waits for
+the owner to finish dying, then sweeps.
 
 Run as ``python -I -S watchdog.py`` (stdlib only, proctree loaded by path: no Arbor import, so it
 starts in tens of milliseconds).
@@ -21,6 +28,8 @@ import time
 from pathlib import Path
 
 _SWEEPS, _SWEEP_GAP_S = 5, 0.2
+_EXIT_WAIT_S = 10.0  # for a dying owner to show as a zombie (milliseconds, unless the host is swamped)
+CLEAN = b"clean close\n"
 
 
 class Watchdog:
@@ -42,6 +51,7 @@ class Watchdog:
         if self.proc is None:
             return
         try:
+            self.proc.stdin.write(CLEAN)  # type: ignore[union-attr]
             self.proc.stdin.close()  # type: ignore[union-attr]
             self.proc.wait(timeout=10)
         except (OSError, subprocess.TimeoutExpired):
@@ -56,14 +66,18 @@ def _main(owner: int) -> int:
     spec = importlib.util.spec_from_file_location("arbor_proctree", Path(__file__).with_name("proctree.py"))
     proctree = sys.modules["arbor_proctree"] = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
     spec.loader.exec_module(proctree)  # type: ignore[union-attr]
+    got = b""
     try:
-        while sys.stdin.buffer.read(4096):  # nothing is ever written: this returns at EOF
-            pass
+        while chunk := sys.stdin.buffer.read(4096):  # only a clean close writes, then EOF
+            got += chunk
     except OSError:
         pass
-    # _stat is None for a zombie too: a kill -9'd owner is one until its parent reaps it
-    if proctree._stat(owner) is not None:  # a clean close: the runner already killed its jobs
+    if got == CLEAN:  # the runner already killed its jobs
         return 0
+    # the owner died; _stat is None once it is a zombie (dead, not yet reaped) or gone
+    deadline = time.monotonic() + _EXIT_WAIT_S
+    while proctree._stat(owner) is not None and time.monotonic() < deadline:
+        time.sleep(0.01)
     for _ in range(_SWEEPS):
         proctree.cleanup_stale()
         time.sleep(_SWEEP_GAP_S)

@@ -68,3 +68,43 @@ def _not_zombie(pid: int) -> bool:
         return open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
     except OSError:
         return False
+
+
+def test_an_owner_that_still_looks_alive_at_eof_is_waited_for_not_taken_for_a_clean_close():
+    """The kernel closes a dying owner's pipe before the owner shows as a zombie; under load the
+    watchdog met that moment and left the job running. EOF without the clean-close marker is a
+    death: here the owner is still alive at EOF (the widest form of that window) and dies 0.5 s
+    later — its job must still be killed."""
+    from pathlib import Path
+
+    import arbor.sandbox.watchdog as wd
+    from arbor.sandbox.proctree import TOKEN_VAR
+
+    owner = subprocess.Popen(["sleep", "60"])
+    job = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"],
+                           env={**os.environ, TOKEN_VAR: f"{owner.pid}-watchdogtest"})
+    dog = subprocess.Popen([sys.executable, "-I", "-S", str(Path(wd.__file__)), str(owner.pid)],
+                           stdin=subprocess.PIPE, start_new_session=True)
+    try:
+        dog.stdin.close()  # EOF, no marker, the owner alive
+        time.sleep(0.5)
+        assert dog.poll() is None, "the watchdog took EOF for a clean close and left"
+        owner.kill()
+        owner.wait()
+        job.wait(timeout=10)  # killed by the watchdog's sweep
+        assert dog.wait(timeout=10) == 0
+    finally:
+        for p in (owner, job, dog):
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+
+
+def test_a_clean_close_leaves_the_jobs_of_a_live_owner_alone():
+    from arbor.sandbox.watchdog import Watchdog
+
+    dog = Watchdog()
+    dog.start()
+    proc = dog.proc
+    dog.close()
+    assert proc is not None and proc.returncode == 0
