@@ -128,8 +128,23 @@ def _campaign(spec) -> tuple[float | None, float, str | None]:  # type: ignore[n
     return s.speedup or 1.0, time.monotonic() - t, None
 
 
+def _cold_phase(tmp: Path, paths: list[Path], evaluations: int, scale: dict[str, float]) -> None:
+    """Each cold run records into a knowledge store of its own, so it starts with no knowledge."""
+    for p in paths:
+        done = tmp / "progress" / f"cold-{p.stem}.json"
+        if _load(done):
+            continue
+        spec = _spec(tmp, f"cold-{p.stem}", p, evaluations, scale[p.stem],
+                     f"sqlite:///{tmp}/cold-{p.stem}-knowledge.db")
+        final, secs, err = _campaign(spec)
+        _save(done, {"final": final, "seconds": secs, "error": err, "scale": scale[p.stem]})
+        print(f"cold {p.stem}: " + (f"{final:.3f}x" if err is None else f"FAILED {err}") + f" in {secs:.0f} s",
+              flush=True)
+
+
 def run(names: list[str] | None, evaluations: int, fixed_scale: float | None, work: Path,
-        report_only: bool = False, phase: str = "all") -> dict:
+        report_only: bool = False, phase: str = "all") -> dict | None:
+    """The comparison (None after ``phase="cold"``, which only runs the cold campaigns)."""
     from arbor.search_tree.knowledge import KnowledgeStore
 
     paths = problem_paths(names)
@@ -140,18 +155,11 @@ def run(names: list[str] | None, evaluations: int, fixed_scale: float | None, wo
     tmp.mkdir(parents=True, exist_ok=True)
     done = tmp / "progress"
     print(f"campaign stores, knowledge stores and progress in {tmp}", flush=True)
-    run_cold, run_warm = not report_only and phase in ("all", "cold"), not report_only and phase in ("all", "warm")
-    for p in paths:  # each cold run records into a store of its own, so it starts with no knowledge
-        if not run_cold or _load(done / f"cold-{p.stem}.json"):
-            continue
-        spec = _spec(tmp, f"cold-{p.stem}", p, evaluations, scale[p.stem],
-                     f"sqlite:///{tmp}/cold-{p.stem}-knowledge.db")
-        final, secs, err = _campaign(spec)
-        _save(done / f"cold-{p.stem}.json", {"final": final, "seconds": secs, "error": err, "scale": scale[p.stem]})
-        print(f"cold {p.stem}: " + (f"{final:.3f}x" if err is None else f"FAILED {err}") + f" in {secs:.0f} s",
-              flush=True)
+    if not report_only and phase in ("all", "cold"):
+        _cold_phase(tmp, paths, evaluations, scale)
     if phase == "cold":
-        paths = []
+        return None
+    run_warm = not report_only
     cold = {p.stem: _load(done / f"cold-{p.stem}.json") for p in paths}
     if run_warm and (missing := [k for k, v in cold.items() if v is None]):
         sys.exit(f"warm_start: the cold campaigns of {', '.join(missing)} have not finished — run --phase cold "
@@ -170,10 +178,10 @@ def run(names: list[str] | None, evaluations: int, fixed_scale: float | None, wo
         w = _load(done / f"warm-{p.stem}.json")
         if c is None or (w is None and not run_warm):  # report-only: what has finished
             continue
+        loo = f"sqlite:///{tmp}/loo-{p.stem}.db"
         cold_spec = _spec(tmp, f"cold-{p.stem}", p, evaluations, scale[p.stem], None)
-        spec = _spec(tmp, f"warm-{p.stem}", p, evaluations, scale[p.stem], f"sqlite:///{tmp}/loo-{p.stem}.db")
+        spec = _spec(tmp, f"warm-{p.stem}", p, evaluations, scale[p.stem], loo)
         if w is None:
-            loo = f"sqlite:///{tmp}/loo-{p.stem}.db"
             ks = KnowledgeStore(loo)
             try:
                 if not ks.records():
@@ -203,9 +211,10 @@ def run(names: list[str] | None, evaluations: int, fixed_scale: float | None, wo
         rows.append(row)
         print(f"warm {p.stem}: {row['warm_final']:.3f}x, evals to 95% of cold best: cold {row['cold_evals']} "
               f"warm {row['warm_evals']} ({row['warm_priors']} knowledge priors)", flush=True)
-    scored = [r for r in rows if not r["error"] and r["cold_evals"]]
-    ratios = [r["ratio"] if r["ratio"] is not None else float("inf") for r in scored]
-    searched = [r["ratio"] if r["ratio"] is not None else float("inf") for r in scored if r["cold_evals"] > 1]
+    scored = [(r["ratio"] if r["ratio"] is not None else float("inf"), r["cold_evals"])  # never reached: inf
+              for r in rows if not r["error"] and r["cold_evals"]]
+    ratios = [x for x, _ in scored]
+    searched = [x for x, cold_evals in scored if cold_evals > 1]
     median_ratio = statistics.median(ratios) if ratios else None
     return {"evaluations": evaluations, "size_scale": fixed_scale or "calibrated (eager ~20 ms)", "reach": REACH, "noise": NOISE, "rows": rows,
             "median_ratio": median_ratio, "problems_in_ratio": len(ratios),
@@ -248,7 +257,7 @@ def main() -> None:
     load_before = os.getloadavg()
     data = run(a.problems.split(",") if a.problems else None, a.evaluations, a.size_scale, a.work, a.report_only,
                a.phase)
-    if a.phase == "cold":
+    if data is None:
         print("cold phase done: run --phase warm (with the same --work) for the comparison")
         return
     data["load_avg_before"] = [round(x, 2) for x in load_before]

@@ -66,17 +66,15 @@ def _main(owner: int) -> int:
     spec = importlib.util.spec_from_file_location("arbor_proctree", Path(__file__).with_name("proctree.py"))
     proctree = sys.modules["arbor_proctree"] = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
     spec.loader.exec_module(proctree)  # type: ignore[union-attr]
-    got = b""
     try:
-        while chunk := sys.stdin.buffer.read(4096):  # only a clean close writes, then EOF
-            got += chunk
+        got = sys.stdin.buffer.read()  # until EOF; only a clean close writes first
     except OSError:
-        pass
+        got = b""
     if got == CLEAN:  # the runner already killed its jobs
         return 0
-    # the owner died; _stat is None once it is a zombie (dead, not yet reaped) or gone
+    # the owner died; pid_alive is False once it is a zombie (dead, not yet reaped) or gone
     deadline = time.monotonic() + _EXIT_WAIT_S
-    while proctree._stat(owner) is not None and time.monotonic() < deadline:
+    while proctree.pid_alive(owner) and time.monotonic() < deadline:
         time.sleep(0.01)
     for _ in range(_SWEEPS):
         proctree.cleanup_stale()
