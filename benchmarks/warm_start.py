@@ -33,10 +33,12 @@ import time
 from pathlib import Path
 
 from benchmarks.common import ROOT, table, write_result
+from benchmarks.remeasure import EAGER, Remeasured, curve, measure_side_by_side, reach
 
 PROBLEMS = ROOT / "benchmarks" / "problems"
 CALIBRATION = ROOT / "benchmarks" / "results" / "generalization_run" / "calibration.json"
 REACH, NOISE, GOAL_RATIO = 0.95, 0.05, 0.5
+ROUNDS = 3  # side-by-side re-measurement rounds per problem
 FAST = {"measurement": {"seeds": [0, 1, 2], "warmup_s": 0.05, "time_budget_s": 0.5, "min_repeats": 10,
                         "min_sample_s": 0.002},
         "critic": {"max_cv": 0.5, "min_speedup": 1.02}, "sandbox": {"timeout_s": 180}}
@@ -79,26 +81,32 @@ def _spec(tmp: Path, name: str, problem: Path, evaluations: int, scale: float, k
     return parse_spec(data, f"{name}.yaml", tmp)
 
 
-def _curve(spec) -> list[float]:  # type: ignore[no-untyped-def]
-    """Best speedup after each evaluation (candidates in creation order)."""
+def _evaluations(spec) -> tuple[list[str | None], list[float], dict[str, str], str | None]:  # type: ignore[no-untyped-def]
+    """A campaign's candidates in creation order: the artifact key of each one the Critic accepted
+    (None for the others), the Critic's best-so-far curve, the accepted sources by key, and the
+    key of the campaign's final (verified) best (None: it kept the reference)."""
     from arbor.search_tree import open_store
+
+    from arbor.campaign.run import summarize
 
     store = open_store(spec.store_url())
     try:
         camp = store.get_campaign(spec.name)
         nodes = sorted((n for n in store.nodes(camp.id) if n.parent_id is not None), key=lambda n: n.id)
+        keys = [n.artifact_sha[:16] if n.state == "accepted" and n.speedup else None for n in nodes]
+        sources = {n.artifact_sha[:16]: store.get_artifact(n.artifact_sha) for n, k in zip(nodes, keys) if k}
+        final = summarize(store, spec.name).best_node
+        final_key = next((n.artifact_sha[:16] for n in nodes if n.id == final), None)
+        if final_key is not None and final_key not in sources:  # a verified best is always measured again
+            sources[final_key] = store.get_artifact(next(n.artifact_sha for n in nodes if n.id == final))
     finally:
         store.close()
-    best, out = 1.0, []
-    for n in nodes:
-        if n.state == "accepted" and n.speedup:
+    best, critic = 1.0, []
+    for n, k in zip(nodes, keys):
+        if k is not None:
             best = max(best, n.speedup)
-        out.append(best)
-    return out
-
-
-def _reach(curve: list[float], target: float) -> int | None:
-    return next((i for i, b in enumerate(curve, 1) if b >= target), None)
+        critic.append(best)
+    return keys, critic, sources, final_key
 
 
 def _load(path: Path) -> dict | None:
@@ -142,11 +150,118 @@ def _cold_phase(tmp: Path, paths: list[Path], evaluations: int, scale: dict[str,
               flush=True)
 
 
-def run(names: list[str] | None, evaluations: int, fixed_scale: float | None, work: Path,
-        report_only: bool = False, phase: str = "all") -> dict | None:
-    """The comparison (None after ``phase="cold"``, which only runs the cold campaigns)."""
+def _warm_phase(tmp: Path, paths: list[Path], evaluations: int, scale: dict[str, float]) -> None:
+    """Each warm run's knowledge store holds every finished cold campaign's records in --work (the
+    problems of a split run included) except its own problem's."""
     from arbor.search_tree.knowledge import KnowledgeStore
 
+    done = tmp / "progress"
+    if missing := [p.stem for p in paths if _load(done / f"cold-{p.stem}.json") is None]:
+        sys.exit(f"warm_start: the cold campaigns of {', '.join(missing)} have not finished — run --phase cold "
+                 "for them first")
+    all_records = []
+    for db in sorted(tmp.glob("cold-*-knowledge.db")):
+        ks = KnowledgeStore(f"sqlite:///{db}")
+        try:
+            all_records += ks.records()
+        finally:
+            ks.close()
+    for p in paths:
+        if _load(done / f"warm-{p.stem}.json"):
+            continue
+        loo = f"sqlite:///{tmp}/loo-{p.stem}.db"
+        ks = KnowledgeStore(loo)
+        try:
+            if not ks.records():
+                ks.add([r for r in all_records if r.campaign != f"cold-{p.stem}"])  # the other problems only
+        finally:
+            ks.close()
+        final, secs, err = _campaign(_spec(tmp, f"warm-{p.stem}", p, evaluations, scale[p.stem], loo))
+        _save(done / f"warm-{p.stem}.json", {"final": final, "seconds": secs, "error": err})
+        print(f"warm {p.stem}: " + (f"{final:.3f}x" if err is None else f"FAILED {err}") + f" in {secs:.0f} s",
+              flush=True)
+
+
+def _remeasure_phase(tmp: Path, paths: list[Path], evaluations: int, scale: dict[str, float]) -> None:
+    """Every candidate either campaign of a problem accepted, and both final bests, measured again
+    side by side (benchmarks/remeasure.py): the cold and warm runs of a problem ran an hour apart."""
+    done = tmp / "progress"
+    for p in paths:
+        c, w = _load(done / f"cold-{p.stem}.json"), _load(done / f"warm-{p.stem}.json")
+        if _load(done / f"remeasure-{p.stem}.json") or not c or not w or c["error"] or w["error"]:
+            continue
+        t = time.monotonic()
+        cold_spec = _spec(tmp, f"cold-{p.stem}", p, evaluations, scale[p.stem], None)
+        ck, ccrit, csrc, cfinal = _evaluations(cold_spec)
+        wk, wcrit, wsrc, wfinal = _evaluations(_spec(tmp, f"warm-{p.stem}", p, evaluations, scale[p.stem], None))
+        sources = {**csrc, **wsrc}
+        rm = measure_side_by_side(cold_spec, sources, ROUNDS) if sources else Remeasured()
+        _save(done / f"remeasure-{p.stem}.json",
+              {"cold": {"evaluations": ck, "critic": ccrit, "final": cfinal},
+               "warm": {"evaluations": wk, "critic": wcrit, "final": wfinal},
+               "remeasured": rm.to_json(), "rounds": ROUNDS, "seconds": round(time.monotonic() - t, 1)})
+        print(f"remeasured {p.stem}: {len(sources)} candidates x {ROUNDS} rounds in {time.monotonic() - t:.0f} s",
+              flush=True)
+
+
+def final_ratio(rm: Remeasured, cold_key: str | None, warm_key: str | None) -> float | None:
+    """warm final / cold final, paired round by round (None: a final could not be measured again)."""
+    def rounds(key: str | None) -> list[float] | None:
+        return [1.0] * ROUNDS if key is None else rm.values.get(key)
+
+    c, w = rounds(cold_key), rounds(warm_key)
+    if not c or not w:
+        return None
+    if len(c) == len(w):
+        return statistics.median(x / y for x, y in zip(w, c))
+    return statistics.median(w) / statistics.median(c)
+
+
+def compare_row(p: Path, scale: float, c: dict, w: dict, r: dict | None, warm_priors: int) -> dict:
+    row = {"problem": p.stem, "scale": scale, "cold_final": c["final"], "warm_final": w["final"],
+           "cold_s": round(c["seconds"], 1), "warm_s": round(w["seconds"], 1), "error": c["error"] or w["error"],
+           "warm_priors": warm_priors}
+    if row["error"] or r is None:
+        row.update(cold_evals=None, warm_evals=None, ratio=None, worse=None,
+                   error=row["error"] or "not re-measured yet (run --phase remeasure)")
+        return row
+    rm = Remeasured.from_json(r["remeasured"])
+    value = {k: rm.median(k) for k in rm.values}
+    cc, wc = curve(r["cold"]["evaluations"], value), curve(r["warm"]["evaluations"], value)
+    # 95% of the cold run's best, everything measured again side by side (the same artifact has one
+    # value in both runs); below 1/0.95 the baseline itself reaches it and there is no target
+    cold_best = cc[-1] if cc else 1.0
+    target = REACH * cold_best if REACH * cold_best > 1.0 else None
+    row.update(cold_best=round(cold_best, 4), warm_best=round(wc[-1] if wc else 1.0, 4),
+               cold_evals=reach(cc, target) if target else None, warm_evals=reach(wc, target) if target else None)
+    row["ratio"] = (row["warm_evals"] / row["cold_evals"]) if row["warm_evals"] and row["cold_evals"] else None
+    fr = final_ratio(rm, r["cold"]["final"], r["warm"]["final"])
+    row["final_ratio"] = round(fr, 4) if fr is not None else None
+    row["worse"] = fr is not None and fr < 1 - NOISE
+    eager = rm.values.get(EAGER) or []
+    row["eager_spread"] = round(max(abs(x - 1) for x in eager), 4) if eager else None
+    row["remeasure_errors"] = rm.errors or None
+    # the same on the Critic's own values (each run's, an hour apart), for comparison
+    crit_best = r["cold"]["critic"][-1] if r["cold"]["critic"] else 1.0
+    ct = REACH * crit_best if REACH * crit_best > 1.0 else None
+    row.update(critic_cold_best=round(crit_best, 4), critic_cold_evals=reach(r["cold"]["critic"], ct) if ct else None,
+               critic_warm_evals=reach(r["warm"]["critic"], ct) if ct else None)
+    return row
+
+
+def _medians(rows: list[dict], cold: str, warm: str) -> tuple[float | None, int, float | None, int]:
+    """(median warm/cold over problems with a target, n, the same over those whose cold run needed
+    more than one evaluation, n); a warm run that never reached the target counts as infinite."""
+    scored = [((r[warm] / r[cold]) if r[warm] else float("inf"), r[cold]) for r in rows if not r["error"] and r[cold]]
+    ratios = [x for x, _ in scored]
+    searched = [x for x, n in scored if n > 1]
+    return (statistics.median(ratios) if ratios else None, len(ratios),
+            statistics.median(searched) if searched else None, len(searched))
+
+
+def run(names: list[str] | None, evaluations: int, fixed_scale: float | None, work: Path,
+        report_only: bool = False, phase: str = "all") -> dict | None:
+    """The comparison (None after a phase other than "all", which only runs its campaigns)."""
     paths = problem_paths(names)
     if len(paths) < 2 and phase != "cold":
         sys.exit("warm_start: leave-one-out needs at least two problems — widen --problems")
@@ -155,78 +270,43 @@ def run(names: list[str] | None, evaluations: int, fixed_scale: float | None, wo
     tmp.mkdir(parents=True, exist_ok=True)
     done = tmp / "progress"
     print(f"campaign stores, knowledge stores and progress in {tmp}", flush=True)
-    if not report_only and phase in ("all", "cold"):
-        _cold_phase(tmp, paths, evaluations, scale)
-    if phase == "cold":
-        return None
-    run_warm = not report_only
-    cold = {p.stem: _load(done / f"cold-{p.stem}.json") for p in paths}
-    if run_warm and (missing := [k for k, v in cold.items() if v is None]):
-        sys.exit(f"warm_start: the cold campaigns of {', '.join(missing)} have not finished — run --phase cold "
-                 "for them first")
-    # knowledge: every finished cold campaign in --work (the problems of a split run included)
-    all_records = []
-    for db in sorted(tmp.glob("cold-*-knowledge.db")):
-        ks = KnowledgeStore(f"sqlite:///{db}")
-        try:
-            all_records += ks.records()
-        finally:
-            ks.close()
+    if not report_only:
+        for name, step in (("cold", _cold_phase), ("warm", _warm_phase), ("remeasure", _remeasure_phase)):
+            if phase in ("all", name):
+                step(tmp, paths, evaluations, scale)
+        if phase != "all":
+            return None
     rows = []
     for p in paths:
-        c = cold[p.stem]
-        w = _load(done / f"warm-{p.stem}.json")
-        if c is None or (w is None and not run_warm):  # report-only: what has finished
+        c, w = _load(done / f"cold-{p.stem}.json"), _load(done / f"warm-{p.stem}.json")
+        if c is None or w is None:  # report-only: what has finished
             continue
-        loo = f"sqlite:///{tmp}/loo-{p.stem}.db"
-        cold_spec = _spec(tmp, f"cold-{p.stem}", p, evaluations, scale[p.stem], None)
-        spec = _spec(tmp, f"warm-{p.stem}", p, evaluations, scale[p.stem], loo)
-        if w is None:
-            ks = KnowledgeStore(loo)
-            try:
-                if not ks.records():
-                    ks.add([r for r in all_records if r.campaign != f"cold-{p.stem}"])  # the other problems only
-            finally:
-                ks.close()
-            final, secs, err = _campaign(spec)
-            w = {"final": final, "seconds": secs, "error": err}
-            _save(done / f"warm-{p.stem}.json", w)
-        row = {"problem": p.stem, "scale": scale[p.stem], "cold_final": c["final"], "warm_final": w["final"],
-               "cold_s": round(c["seconds"], 1), "warm_s": round(w["seconds"], 1),
-               "error": c["error"] or w["error"]}
-        if row["error"]:
-            row.update(cold_evals=None, warm_evals=None, ratio=None, worse=None, warm_priors=None)
-            rows.append(row)
-            print(f"{p.stem}: left out — {row['error']}", flush=True)
-            continue
-        cc, wc = _curve(cold_spec), _curve(spec)
-        # 95% of the cold run's best on the curves' own scale (the Critic's value of each accepted
-        # node): the verified final is another measurement, which the curve may never reach
-        cold_best = cc[-1] if cc else 1.0
-        target = REACH * cold_best if REACH * cold_best > 1.0 else None  # else the baseline reaches it
-        row.update(cold_best=round(cold_best, 4), cold_evals=_reach(cc, target) if target else None,
-                   warm_evals=_reach(wc, target) if target else None, warm_priors=_warm_count(spec))
-        row["ratio"] = (row["warm_evals"] / row["cold_evals"]) if row["warm_evals"] and row["cold_evals"] else None
-        row["worse"] = row["warm_final"] < row["cold_final"] * (1 - NOISE)
+        warm_spec = _spec(tmp, f"warm-{p.stem}", p, evaluations, scale[p.stem], None)
+        row = compare_row(p, scale[p.stem], c, w, _load(done / f"remeasure-{p.stem}.json"),
+                   _warm_count(warm_spec) if not w["error"] else 0)
         rows.append(row)
-        print(f"warm {p.stem}: {row['warm_final']:.3f}x, evals to 95% of cold best: cold {row['cold_evals']} "
-              f"warm {row['warm_evals']} ({row['warm_priors']} knowledge priors)", flush=True)
-    scored = [(r["ratio"] if r["ratio"] is not None else float("inf"), r["cold_evals"])  # never reached: inf
-              for r in rows if not r["error"] and r["cold_evals"]]
-    ratios = [x for x, _ in scored]
-    searched = [x for x, cold_evals in scored if cold_evals > 1]
-    median_ratio = statistics.median(ratios) if ratios else None
-    return {"evaluations": evaluations, "size_scale": fixed_scale or "calibrated (eager ~20 ms)", "reach": REACH, "noise": NOISE, "rows": rows,
-            "median_ratio": median_ratio, "problems_in_ratio": len(ratios),
-            "median_ratio_searched": statistics.median(searched) if searched else None,
-            "problems_searched": len(searched),
+        if row["error"]:
+            print(f"{p.stem}: left out — {row['error']}", flush=True)
+    median_ratio, n, median_searched, n_searched = _medians(rows, "cold_evals", "warm_evals")
+    critic_median, critic_n, critic_searched, critic_n_searched = _medians(rows, "critic_cold_evals",
+                                                                           "critic_warm_evals")
+    return {"evaluations": evaluations, "size_scale": fixed_scale or "calibrated (eager ~20 ms)", "reach": REACH,
+            "noise": NOISE, "rounds": ROUNDS, "rows": rows,
+            "median_ratio": median_ratio, "problems_in_ratio": n,
+            "median_ratio_searched": median_searched, "problems_searched": n_searched,
+            "critic_median_ratio": critic_median, "critic_problems_in_ratio": critic_n,
+            "critic_median_ratio_searched": critic_searched, "critic_problems_searched": critic_n_searched,
             "failed": [r["problem"] for r in rows if r["error"]],
             "goal_evaluations_met": median_ratio is not None and median_ratio <= GOAL_RATIO,
-            "goal_final_best_met": not any(r["worse"] for r in rows),
-            "note": "target: 95% of the cold run's best Critic value; problems whose cold best is below 1/0.95 "
-                    "have no target (the baseline reaches it) and are left out of the ratio; a warm run that never "
-                    "reached the target counts as an infinite ratio; 'searched' is the median over the problems "
-                    "whose cold run needed more than one evaluation (where knowledge has something to save)"}
+            "goal_final_best_met": not any(r["worse"] for r in rows) and not any(r["error"] for r in rows),
+            "note": "every candidate either run accepted, and both final bests, re-measured side by side "
+                    f"({ROUNDS} rounds in one harness job each, order alternated): the curves, the 95% target "
+                    "and 'worse' (warm final / cold final, paired per round, below 1 - noise) are on that "
+                    "scale; a candidate the Critic rejected never counts. critic_*: the same on each run's own "
+                    "Critic values. Problems whose cold best is below 1/0.95 have no target and are left out "
+                    "of the ratio; a warm run that never reached the target counts as an infinite ratio; "
+                    "'searched': the problems whose cold run needed more than one evaluation; eager_spread: "
+                    "the reference re-measured as a candidate, its largest distance from 1.0 (the noise left)"}
 
 
 def _warm_count(spec) -> int:  # type: ignore[no-untyped-def]
@@ -240,14 +320,25 @@ def _warm_count(spec) -> int:  # type: ignore[no-untyped-def]
         store.close()
 
 
+def _display(row: dict) -> dict:
+    """Table cells: ratios to two decimals, bests to three figures, the eager noise in percent."""
+    def f(x, spec):  # type: ignore[no-untyped-def]
+        return "-" if x is None else format(x, spec)
+
+    return {**row, "ratio": f(row.get("ratio"), ".2f"), "cold_best": f(row.get("cold_best"), ".3g"),
+            "warm_best": f(row.get("warm_best"), ".3g"), "final_ratio": f(row.get("final_ratio"), ".3f"),
+            "eager_spread": "-" if row.get("eager_spread") is None else f"±{row['eager_spread']:.1%}"}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--problems", help="comma-separated stems or prefixes (default: all 24)")
     ap.add_argument("--evaluations", type=int, default=12, help="evaluation budget of every campaign")
     ap.add_argument("--size-scale", type=float, default=None,
                     help="one size scale for every problem (default: the suite's calibration, eager ~20 ms)")
-    ap.add_argument("--phase", choices=("all", "cold", "warm"), default="all",
-                    help="cold campaigns only, warm only (needs every cold one), or both")
+    ap.add_argument("--phase", choices=("all", "cold", "warm", "remeasure"), default="all",
+                    help="cold campaigns only, warm only (needs every cold one), the side-by-side "
+                         "re-measurement only (needs both), or all three and the table")
     ap.add_argument("--report-only", action="store_true",
                     help="tabulate the problems finished in --work without running anything")
     ap.add_argument("--work", type=Path, default=ROOT / "benchmarks" / "results" / "warm_start_run",
@@ -258,18 +349,24 @@ def main() -> None:
     data = run(a.problems.split(",") if a.problems else None, a.evaluations, a.size_scale, a.work, a.report_only,
                a.phase)
     if data is None:
-        print("cold phase done: run --phase warm (with the same --work) for the comparison")
+        nxt = {"cold": "--phase warm", "warm": "--phase remeasure", "remeasure": "--report-only"}[a.phase]
+        print(f"{a.phase} phase done: run {nxt} (with the same --work) next")
         return
     data["load_avg_before"] = [round(x, 2) for x in load_before]
     data["load_avg_after"] = [round(x, 2) for x in os.getloadavg()]
-    print(table(data["rows"], [("problem", "problem"), ("cold_evals", "cold evals"), ("warm_evals", "warm evals"),
-                               ("ratio", "warm/cold"), ("cold_best", "cold Critic best"), ("cold_final", "cold best"), ("warm_final", "warm best"),
-                               ("warm_priors", "knowledge priors")]))
-    print(f"median warm/cold evaluations: {data['median_ratio']} over {data['problems_in_ratio']} problems (goal <= {GOAL_RATIO}: "
+    print(table([_display(r) for r in data["rows"]], [("problem", "problem"), ("cold_evals", "cold evals"), ("warm_evals", "warm evals"),
+                               ("ratio", "warm/cold"), ("critic_cold_evals", "cold (Critic)"),
+                               ("critic_warm_evals", "warm (Critic)"), ("cold_best", "cold best"),
+                               ("warm_best", "warm best"), ("final_ratio", "warm/cold final"),
+                               ("eager_spread", "eager noise"), ("warm_priors", "knowledge priors")]))
+    print(f"median warm/cold evaluations (re-measured side by side): {data['median_ratio']} over "
+          f"{data['problems_in_ratio']} problems (goal <= {GOAL_RATIO}: "
           f"{'met' if data['goal_evaluations_met'] else 'NOT met'}); final best never worse beyond "
           f"{NOISE:.0%}: {'met' if data['goal_final_best_met'] else 'NOT met'}; load {data['load_avg_before']}")
     print(f"median warm/cold over the {data['problems_searched']} problems whose cold run needed more than one "
-          f"evaluation: {data['median_ratio_searched']}")
+          f"evaluation: {data['median_ratio_searched']}; on each run's own Critic values: "
+          f"{data['critic_median_ratio']} ({data['critic_problems_in_ratio']} problems), "
+          f"{data['critic_median_ratio_searched']} ({data['critic_problems_searched']} searched)")
     print(f"wrote {write_result('warm_start', data, started)}")
 
 

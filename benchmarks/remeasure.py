@@ -1,0 +1,85 @@
+"""Campaign outcomes re-measured side by side, for benchmarks that compare two campaigns.
+
+Two campaigns run minutes or hours apart on a shared machine; each one's Critic values are
+paired and honest *within* that campaign, but between the two the machine changed (a 2-core VM's
+between-run drift is 5-15%, larger than the gains a warm start argues about). So a benchmark
+that asks "did B reach A's best?" re-measures the candidates of both in the same harness jobs,
+round after round with the order alternated, and compares those numbers: the same artifact then
+gets the same value in both campaigns, and the reference re-measured as a candidate (``eager``)
+shows what noise is left.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass, field
+
+EAGER = "eager"  # the reference as a candidate: its ratio is the comparison's own noise
+
+
+@dataclass
+class Remeasured:
+    """Each source's speedup vs the reference: the median over rounds, and every round's value."""
+
+    values: dict[str, list[float]] = field(default_factory=dict)
+    errors: dict[str, str] = field(default_factory=dict)
+
+    def median(self, key: str) -> float | None:
+        v = self.values.get(key)
+        return statistics.median(v) if v else None
+
+    def to_json(self) -> dict:
+        return {"median": {k: self.median(k) for k in self.values}, "rounds": self.values, "errors": self.errors}
+
+    @classmethod
+    def from_json(cls, data: dict) -> Remeasured:
+        return cls(values={k: list(v) for k, v in (data.get("rounds") or {}).items()},
+                   errors=dict(data.get("errors") or {}))
+
+
+def measure_side_by_side(spec, sources: dict[str, str], rounds: int = 3) -> Remeasured:  # type: ignore[no-untyped-def]
+    """``sources`` ({key: ModelNew source}) and the reference itself, each measured against the
+    reference with the campaign's own protocol, all in one harness job per round; odd rounds run
+    in reverse order so no source always goes first (or last, after the machine warmed)."""
+    from arbor.agents.transforms import to_modelnew
+    from arbor.sandbox.kernel_protocol import measure_kernels
+    from arbor.sandbox.runner import make_runner
+
+    from arbor.campaign.sandbox_setup import runner_options
+    from arbor.targets import make_adapter
+
+    adapter = make_adapter(spec)
+    everything = {EAGER: to_modelnew(adapter.problem.source), **sources}
+    out = Remeasured()
+    runner = make_runner(spec.sandbox.kind, **runner_options(spec))
+    try:
+        for r in range(rounds):
+            keys = list(everything) if r % 2 == 0 else list(reversed(everything))
+            for key, m in zip(keys, measure_kernels(runner, [adapter.request(everything[k]) for k in keys])):
+                if m.ok and m.baseline_samples and m.candidate_samples:
+                    ratio = statistics.median(m.baseline_samples) / statistics.median(m.candidate_samples)
+                    out.values.setdefault(key, []).append(ratio)
+                else:
+                    first = (m.error_text or "").splitlines()[:1]
+                    out.errors[key] = f"{m.error_class}: {first[0][:200] if first else ''}"
+    finally:
+        runner.close()
+    return out
+
+
+def curve(evaluations: list[str | None], value: dict[str, float | None]) -> list[float]:
+    """Best-so-far after each evaluation, on the re-measured scale. ``evaluations``: the key of
+    each evaluation's candidate if the Critic accepted it, else None (a rejected candidate never
+    counts, whatever it would measure now: the Critic's verdict stays the gate)."""
+    best, out = 1.0, []
+    for key in evaluations:
+        v = value.get(key) if key is not None else None
+        if v is not None:
+            best = max(best, v)
+        out.append(best)
+    return out
+
+
+def reach(curve_: list[float], target: float) -> int | None:
+    """The first evaluation (1-based) whose best-so-far reaches ``target``; None: never."""
+    return next((i for i, b in enumerate(curve_, 1) if b >= target), None)

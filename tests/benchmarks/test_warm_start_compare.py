@@ -1,0 +1,71 @@
+"""benchmarks/warm_start.py: how a cold and a warm campaign of one problem are compared once their
+candidates were re-measured side by side (benchmarks/remeasure.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from benchmarks.remeasure import EAGER, Remeasured, curve, reach
+from benchmarks.warm_start import compare_row, final_ratio
+
+OK = {"final": 1.5, "seconds": 10.0, "error": None}
+
+
+def _remeasure(cold, warm, rounds, cold_final, warm_final, critic_cold=None, critic_warm=None) -> dict:
+    return {"cold": {"evaluations": cold, "critic": critic_cold or [1.0] * len(cold), "final": cold_final},
+            "warm": {"evaluations": warm, "critic": critic_warm or [1.0] * len(warm), "final": warm_final},
+            "remeasured": Remeasured(values=rounds).to_json(), "rounds": 3}
+
+
+def test_the_curve_counts_only_what_the_critic_accepted_at_its_re_measured_value():
+    value = {"a": 1.3, "b": 2.0, "c": 1.1}
+    assert curve(["a", None, "c", "b"], value) == [1.3, 1.3, 1.3, 2.0]
+    # a candidate that could not be measured again counts as nothing, never as its old value
+    assert curve(["x", "a"], value) == [1.0, 1.3]
+    assert reach([1.0, 1.3, 2.0], 1.9) == 3
+    assert reach([1.0, 1.3], 1.9) is None
+
+
+def test_the_same_artifact_has_one_value_in_both_runs_so_between_run_drift_cannot_decide():
+    # the Critic saw the shared artifact "s" at 1.46x in the cold run and 1.37x in the warm run
+    # (an hour apart); measured again side by side it is one number, and the warm run reached it
+    rounds = {EAGER: [1.0, 1.01, 0.99], "s": [1.40, 1.42, 1.41]}
+    r = _remeasure(cold=[None, "s"], warm=["s", None], rounds=rounds, cold_final="s", warm_final="s",
+                   critic_cold=[1.0, 1.46], critic_warm=[1.37, 1.37])
+    row = compare_row(Path("p.py"), 1.0, OK, OK, r, warm_priors=3)
+    assert (row["cold_evals"], row["warm_evals"], row["ratio"]) == (2, 1, 0.5)
+    assert row["final_ratio"] == 1.0 and row["worse"] is False
+    # on each run's own Critic values the warm run never reached 95% of 1.46 (1.387)
+    assert (row["critic_cold_evals"], row["critic_warm_evals"]) == (2, None)
+    assert row["eager_spread"] == pytest.approx(0.01)
+
+
+def test_a_warm_final_below_the_cold_one_beyond_the_noise_is_worse_paired_round_by_round():
+    rounds = {EAGER: [1.0, 1.0, 1.0], "c": [1.20, 1.10, 1.25], "w": [1.05, 0.97, 1.09]}
+    r = _remeasure(cold=["c"], warm=["w"], rounds=rounds, cold_final="c", warm_final="w")
+    row = compare_row(Path("p.py"), 1.0, OK, OK, r, warm_priors=0)
+    assert row["worse"] is True and row["final_ratio"] == pytest.approx(0.875, abs=1e-3)
+    assert row["warm_evals"] is None and row["cold_evals"] == 1  # never reached 95% of 1.20
+
+
+def test_a_run_that_kept_the_reference_is_one_point_zero_in_every_round():
+    rm = Remeasured(values={"c": [1.02, 1.2, 1.1]})
+    assert final_ratio(rm, "c", None) == pytest.approx(1 / 1.1)
+    assert final_ratio(rm, None, None) == 1.0
+    assert final_ratio(rm, "gone", None) is None  # a final that failed to measure again: no verdict
+
+
+def test_a_problem_not_yet_re_measured_or_failed_is_a_row_with_its_reason():
+    row = compare_row(Path("p.py"), 1.0, OK, OK, None, warm_priors=0)
+    assert "remeasure" in row["error"] and row["ratio"] is None
+    failed = {**OK, "error": "RuntimeError: boom"}
+    assert compare_row(Path("p.py"), 1.0, failed, OK, None, warm_priors=0)["error"] == "RuntimeError: boom"
+
+
+def test_re_measurements_survive_their_progress_file():
+    rm = Remeasured(values={"a": [1.0, 2.0, 3.0]}, errors={"b": "compile_error: x"})
+    back = Remeasured.from_json(rm.to_json())
+    assert back.values == rm.values and back.errors == rm.errors and back.median("a") == 2.0
+    assert back.median("b") is None
