@@ -3,10 +3,10 @@
 Two campaigns run minutes or hours apart on a shared machine; each one's Critic values are
 paired and honest *within* that campaign, but between the two the machine changed (a 2-core VM's
 between-run drift is 5-15%, larger than the gains a warm start argues about). So a benchmark
-that asks "did B reach A's best?" re-measures the candidates of both in the same harness jobs,
-round after round with the order alternated, and compares those numbers: the same artifact then
-gets the same value in both campaigns, and the reference re-measured as a candidate (``eager``)
-shows what noise is left.
+that asks "did B reach A's best?" re-measures the candidates of both, one after the other (each
+in a fresh harness process, as in a campaign), round after round with the order alternated, and
+compares those numbers: the same artifact then gets the same value in both campaigns, and the
+reference re-measured as a candidate (``eager``) shows what noise is left.
 """
 
 from __future__ import annotations
@@ -39,10 +39,15 @@ class Remeasured:
 
 def measure_side_by_side(spec, sources: dict[str, str], rounds: int = 3) -> Remeasured:  # type: ignore[no-untyped-def]
     """``sources`` ({key: ModelNew source}) and the reference itself, each measured against the
-    reference with the campaign's own protocol, all in one harness job per round; odd rounds run
-    in reverse order so no source always goes first (or last, after the machine warmed)."""
+    reference with the campaign's own protocol and job (``measure_kernel``: one fresh harness
+    process per measurement, as in a campaign), source after source, round after round; odd rounds
+    run in reverse order so no source always goes first (or last, after the machine warmed).
+
+    Not ``measure_kernels`` (one harness job, a forked child per candidate): on 2026-11-26 it read
+    one torch.compile'd RMSNorm candidate at 1.33x, 2.28x and 3.41x in three jobs, alternated with
+    single jobs that read 1.54x, 1.40x and 1.55x (the campaign's own values: 1.36-1.46x)."""
     from arbor.agents.transforms import to_modelnew
-    from arbor.sandbox.kernel_protocol import measure_kernels
+    from arbor.sandbox.kernel_protocol import measure_kernel
     from arbor.sandbox.runner import make_runner
 
     from arbor.campaign.sandbox_setup import runner_options
@@ -55,7 +60,8 @@ def measure_side_by_side(spec, sources: dict[str, str], rounds: int = 3) -> Reme
     try:
         for r in range(rounds):
             keys = list(everything) if r % 2 == 0 else list(reversed(everything))
-            for key, m in zip(keys, measure_kernels(runner, [adapter.request(everything[k]) for k in keys])):
+            for key in keys:
+                m = measure_kernel(runner, adapter.request(everything[key]))
                 if m.ok and m.baseline_samples and m.candidate_samples:
                     ratio = statistics.median(m.baseline_samples) / statistics.median(m.candidate_samples)
                     out.values.setdefault(key, []).append(ratio)

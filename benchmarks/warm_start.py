@@ -300,7 +300,7 @@ def run(names: list[str] | None, evaluations: int, fixed_scale: float | None, wo
             "goal_evaluations_met": median_ratio is not None and median_ratio <= GOAL_RATIO,
             "goal_final_best_met": not any(r["worse"] for r in rows) and not any(r["error"] for r in rows),
             "note": "every candidate either run accepted, and both final bests, re-measured side by side "
-                    f"({ROUNDS} rounds in one harness job each, order alternated): the curves, the 95% target "
+                    f"({ROUNDS} rounds, each measurement a fresh harness process as in a campaign, order alternated): the curves, the 95% target "
                     "and 'worse' (warm final / cold final, paired per round, below 1 - noise) are on that "
                     "scale; a candidate the Critic rejected never counts. critic_*: the same on each run's own "
                     "Critic values. Problems whose cold best is below 1/0.95 have no target and are left out "
