@@ -38,7 +38,7 @@ from benchmarks.remeasure import EAGER, Remeasured, curve, measure_side_by_side,
 PROBLEMS = ROOT / "benchmarks" / "problems"
 CALIBRATION = ROOT / "benchmarks" / "results" / "generalization_run" / "calibration.json"
 REACH, NOISE, GOAL_RATIO = 0.95, 0.05, 0.5
-ROUNDS = 3  # side-by-side re-measurement rounds per problem
+ROUNDS = 3  # side-by-side re-measurement rounds per problem (--rounds)
 FAST = {"measurement": {"seeds": [0, 1, 2], "warmup_s": 0.05, "time_budget_s": 0.5, "min_repeats": 10,
                         "min_sample_s": 0.002},
         "critic": {"max_cv": 0.5, "min_speedup": 1.02}, "sandbox": {"timeout_s": 180}}
@@ -182,7 +182,8 @@ def _warm_phase(tmp: Path, paths: list[Path], evaluations: int, scale: dict[str,
               flush=True)
 
 
-def _remeasure_phase(tmp: Path, paths: list[Path], evaluations: int, scale: dict[str, float]) -> None:
+def _remeasure_phase(tmp: Path, paths: list[Path], evaluations: int, scale: dict[str, float],
+                     rounds: int = ROUNDS) -> None:
     """Every candidate either campaign of a problem accepted, and both final bests, measured again
     side by side (benchmarks/remeasure.py): the cold and warm runs of a problem ran an hour apart."""
     done = tmp / "progress"
@@ -195,21 +196,25 @@ def _remeasure_phase(tmp: Path, paths: list[Path], evaluations: int, scale: dict
         ck, ccrit, csrc, cfinal = _evaluations(cold_spec)
         wk, wcrit, wsrc, wfinal = _evaluations(_spec(tmp, f"warm-{p.stem}", p, evaluations, scale[p.stem], None))
         sources = {**csrc, **wsrc}
-        rm = measure_side_by_side(cold_spec, sources, ROUNDS) if sources else Remeasured()
+        rm = measure_side_by_side(cold_spec, sources, rounds) if sources else Remeasured()
         _save(done / f"remeasure-{p.stem}.json",
               {"cold": {"evaluations": ck, "critic": ccrit, "final": cfinal},
                "warm": {"evaluations": wk, "critic": wcrit, "final": wfinal},
-               "remeasured": rm.to_json(), "rounds": ROUNDS, "seconds": round(time.monotonic() - t, 1)})
-        print(f"remeasured {p.stem}: {len(sources)} candidates x {ROUNDS} rounds in {time.monotonic() - t:.0f} s",
+               "remeasured": rm.to_json(), "rounds": rounds, "seconds": round(time.monotonic() - t, 1)})
+        print(f"remeasured {p.stem}: {len(sources)} candidates x {rounds} rounds in {time.monotonic() - t:.0f} s",
               flush=True)
 
 
 def final_ratio(rm: Remeasured, cold_key: str | None, warm_key: str | None) -> float | None:
     """warm final / cold final, paired round by round (None: a final could not be measured again)."""
     def rounds(key: str | None) -> list[float] | None:
-        return [1.0] * ROUNDS if key is None else rm.values.get(key)
+        return None if key is None else rm.values.get(key)
 
     c, w = rounds(cold_key), rounds(warm_key)
+    n = len(c or w or [])
+    c, w = (c if cold_key is not None else [1.0] * n), (w if warm_key is not None else [1.0] * n)
+    if cold_key is None and warm_key is None:
+        return 1.0
     if not c or not w:
         return None
     if len(c) == len(w):
@@ -260,7 +265,7 @@ def _medians(rows: list[dict], cold: str, warm: str) -> tuple[float | None, int,
 
 
 def run(names: list[str] | None, evaluations: int, fixed_scale: float | None, work: Path,
-        report_only: bool = False, phase: str = "all") -> dict | None:
+        report_only: bool = False, phase: str = "all", rounds: int = ROUNDS) -> dict | None:
     """The comparison (None after a phase other than "all", which only runs its campaigns)."""
     paths = problem_paths(names)
     if len(paths) < 2 and phase != "cold":
@@ -271,9 +276,11 @@ def run(names: list[str] | None, evaluations: int, fixed_scale: float | None, wo
     done = tmp / "progress"
     print(f"campaign stores, knowledge stores and progress in {tmp}", flush=True)
     if not report_only:
-        for name, step in (("cold", _cold_phase), ("warm", _warm_phase), ("remeasure", _remeasure_phase)):
+        for name, step in (("cold", _cold_phase), ("warm", _warm_phase)):
             if phase in ("all", name):
                 step(tmp, paths, evaluations, scale)
+        if phase in ("all", "remeasure"):
+            _remeasure_phase(tmp, paths, evaluations, scale, rounds)
         if phase != "all":
             return None
     rows = []
@@ -291,7 +298,8 @@ def run(names: list[str] | None, evaluations: int, fixed_scale: float | None, wo
     critic_median, critic_n, critic_searched, critic_n_searched = _medians(rows, "critic_cold_evals",
                                                                            "critic_warm_evals")
     return {"evaluations": evaluations, "size_scale": fixed_scale or "calibrated (eager ~20 ms)", "reach": REACH,
-            "noise": NOISE, "rounds": ROUNDS, "rows": rows,
+            "noise": NOISE, "rows": rows,
+            "rounds": sorted({(_load(done / f"remeasure-{r['problem']}.json") or {}).get("rounds") for r in rows} - {None}),
             "median_ratio": median_ratio, "problems_in_ratio": n,
             "median_ratio_searched": median_searched, "problems_searched": n_searched,
             "critic_median_ratio": critic_median, "critic_problems_in_ratio": critic_n,
@@ -300,7 +308,7 @@ def run(names: list[str] | None, evaluations: int, fixed_scale: float | None, wo
             "goal_evaluations_met": median_ratio is not None and median_ratio <= GOAL_RATIO,
             "goal_final_best_met": not any(r["worse"] for r in rows) and not any(r["error"] for r in rows),
             "note": "every candidate either run accepted, and both final bests, re-measured side by side "
-                    f"({ROUNDS} rounds, each measurement a fresh harness process as in a campaign, order alternated): the curves, the 95% target "
+                    "(--rounds rounds, each measurement a fresh harness process as in a campaign, order alternated): the curves, the 95% target "
                     "and 'worse' (warm final / cold final, paired per round, below 1 - noise) are on that "
                     "scale; a candidate the Critic rejected never counts. critic_*: the same on each run's own "
                     "Critic values. Problems whose cold best is below 1/0.95 have no target and are left out "
@@ -339,6 +347,7 @@ def main() -> None:
     ap.add_argument("--phase", choices=("all", "cold", "warm", "remeasure"), default="all",
                     help="cold campaigns only, warm only (needs every cold one), the side-by-side "
                          "re-measurement only (needs both), or all three and the table")
+    ap.add_argument("--rounds", type=int, default=ROUNDS, help="side-by-side re-measurement rounds")
     ap.add_argument("--report-only", action="store_true",
                     help="tabulate the problems finished in --work without running anything")
     ap.add_argument("--work", type=Path, default=ROOT / "benchmarks" / "results" / "warm_start_run",
@@ -347,7 +356,7 @@ def main() -> None:
     started = time.monotonic()
     load_before = os.getloadavg()
     data = run(a.problems.split(",") if a.problems else None, a.evaluations, a.size_scale, a.work, a.report_only,
-               a.phase)
+               a.phase, a.rounds)
     if data is None:
         nxt = {"cold": "--phase warm", "warm": "--phase remeasure", "remeasure": "--report-only"}[a.phase]
         print(f"{a.phase} phase done: run {nxt} (with the same --work) next")
