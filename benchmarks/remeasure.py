@@ -15,6 +15,10 @@ import statistics
 from dataclasses import dataclass, field
 
 EAGER = "eager"  # the reference as a candidate: its ratio is the comparison's own noise
+# A measurement whose own reference ran more than this far from the median reference of all the
+# problem's measurements timed something else (the Critic's env_drift gate, at its 15% floor):
+# on 2026-11-26 such measurements read a 2.1x Swish candidate at 7.1x.
+REF_TOLERANCE = 0.15
 
 
 @dataclass
@@ -23,18 +27,37 @@ class Remeasured:
 
     values: dict[str, list[float]] = field(default_factory=dict)
     errors: dict[str, str] = field(default_factory=dict)
+    reference_s: dict[str, list[float]] = field(default_factory=dict)  # each value's own reference time
+
+    def reference(self) -> float | None:
+        """The median reference time over every measurement: what the reference takes here."""
+        allr = [x for v in self.reference_s.values() for x in v]
+        return statistics.median(allr) if allr else None
+
+    def kept(self, key: str) -> list[float]:
+        """The key's values whose own reference ran within REF_TOLERANCE of the median reference."""
+        ref, vals = self.reference(), self.values.get(key) or []
+        refs = self.reference_s.get(key) or []
+        if ref is None or len(refs) != len(vals):  # no reference times recorded: nothing to check
+            return list(vals)
+        return [v for v, r in zip(vals, refs) if abs(r / ref - 1) <= REF_TOLERANCE]
+
+    def dropped(self) -> int:
+        return sum(len(v) - len(self.kept(k)) for k, v in self.values.items())
 
     def median(self, key: str) -> float | None:
-        v = self.values.get(key)
+        v = self.kept(key)
         return statistics.median(v) if v else None
 
     def to_json(self) -> dict:
-        return {"median": {k: self.median(k) for k in self.values}, "rounds": self.values, "errors": self.errors}
+        return {"median": {k: self.median(k) for k in self.values}, "rounds": self.values,
+                "reference_s": self.reference_s, "errors": self.errors}
 
     @classmethod
     def from_json(cls, data: dict) -> Remeasured:
         return cls(values={k: list(v) for k, v in (data.get("rounds") or {}).items()},
-                   errors=dict(data.get("errors") or {}))
+                   errors=dict(data.get("errors") or {}),
+                   reference_s={k: list(v) for k, v in (data.get("reference_s") or {}).items()})
 
 
 def measure_side_by_side(spec, sources: dict[str, str], rounds: int = 3) -> Remeasured:  # type: ignore[no-untyped-def]
@@ -69,6 +92,7 @@ def measure_side_by_side(spec, sources: dict[str, str], rounds: int = 3) -> Reme
                 if m.ok and m.baseline_samples and m.candidate_samples:
                     ratio = statistics.median(m.baseline_samples) / statistics.median(m.candidate_samples)
                     out.values.setdefault(key, []).append(ratio)
+                    out.reference_s.setdefault(key, []).append(statistics.median(m.baseline_samples))
                 else:
                     first = (m.error_text or "").splitlines()[:1]
                     out.errors[key] = f"{m.error_class}: {first[0][:200] if first else ''}"

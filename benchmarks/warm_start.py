@@ -206,20 +206,11 @@ def _remeasure_phase(tmp: Path, paths: list[Path], evaluations: int, scale: dict
 
 
 def final_ratio(rm: Remeasured, cold_key: str | None, warm_key: str | None) -> float | None:
-    """warm final / cold final, paired round by round (None: a final could not be measured again)."""
-    def rounds(key: str | None) -> list[float] | None:
-        return None if key is None else rm.values.get(key)
-
-    c, w = rounds(cold_key), rounds(warm_key)
-    n = len(c or w or [])
-    c, w = (c if cold_key is not None else [1.0] * n), (w if warm_key is not None else [1.0] * n)
-    if cold_key is None and warm_key is None:
-        return 1.0
-    if not c or not w:
-        return None
-    if len(c) == len(w):
-        return statistics.median(x / y for x, y in zip(w, c))
-    return statistics.median(w) / statistics.median(c)
+    """warm final / cold final on the re-measured medians (a final that kept the reference is 1.0;
+    None: a final has no trusted re-measurement)."""
+    c = 1.0 if cold_key is None else rm.median(cold_key)
+    w = 1.0 if warm_key is None else rm.median(warm_key)
+    return w / c if c and w else None
 
 
 def compare_row(p: Path, scale: float, c: dict, w: dict, r: dict | None, warm_priors: int) -> dict:
@@ -231,7 +222,7 @@ def compare_row(p: Path, scale: float, c: dict, w: dict, r: dict | None, warm_pr
                    error=row["error"] or "not re-measured yet (run --phase remeasure)")
         return row
     rm = Remeasured.from_json(r["remeasured"])
-    value = {k: rm.median(k) for k in rm.values}
+    value = {k: rm.median(k) for k in rm.values}  # None: no measurement whose reference held
     cc, wc = curve(r["cold"]["evaluations"], value), curve(r["warm"]["evaluations"], value)
     # 95% of the cold run's best, everything measured again side by side (the same artifact has one
     # value in both runs); below 1/0.95 the baseline itself reaches it and there is no target
@@ -243,9 +234,10 @@ def compare_row(p: Path, scale: float, c: dict, w: dict, r: dict | None, warm_pr
     fr = final_ratio(rm, r["cold"]["final"], r["warm"]["final"])
     row["final_ratio"] = round(fr, 4) if fr is not None else None
     row["worse"] = fr is not None and fr < 1 - NOISE
-    eager = rm.values.get(EAGER) or []
+    eager = rm.kept(EAGER)
     row["eager_spread"] = round(max(abs(x - 1) for x in eager), 4) if eager else None
     row["remeasure_errors"] = rm.errors or None
+    row["reference_drifted"] = rm.dropped()
     # the same on the Critic's own values (each run's, an hour apart), for comparison
     crit_best = r["cold"]["critic"][-1] if r["cold"]["critic"] else 1.0
     ct = REACH * crit_best if REACH * crit_best > 1.0 else None

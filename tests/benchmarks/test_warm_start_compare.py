@@ -69,3 +69,16 @@ def test_re_measurements_survive_their_progress_file():
     back = Remeasured.from_json(rm.to_json())
     assert back.values == rm.values and back.errors == rm.errors and back.median("a") == 2.0
     assert back.median("b") is None
+
+
+def test_a_re_measurement_whose_reference_ran_elsewhere_is_dropped_not_believed():
+    # the same reference is timed in every measurement; one where it ran at half its usual time
+    # timed another cache or machine state, and its 7x is not this candidate's speedup
+    rm = Remeasured(values={EAGER: [1.0], "a": [2.1, 7.1, 2.0], "b": [1.5]},
+                    reference_s={EAGER: [0.020], "a": [0.021, 0.010, 0.020], "b": [0.0205]})
+    assert rm.kept("a") == [2.1, 2.0] and rm.median("a") == pytest.approx(2.05)
+    assert rm.dropped() == 1
+    r = _remeasure(cold=["a"], warm=["b"], rounds={}, cold_final="a", warm_final="b")
+    r["remeasured"] = rm.to_json()
+    row = compare_row(Path("p.py"), 1.0, OK, OK, r, warm_priors=0)
+    assert row["cold_best"] == pytest.approx(2.05) and row["reference_drifted"] == 1
