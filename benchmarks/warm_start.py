@@ -5,6 +5,9 @@ holds the records of every *other* problem's cold campaign (never its own). Repo
 evaluations until the best reached 95% of the cold run's final best, for cold and warm, and the
 final (verified) best of each. Goals: warm needs <= 0.5x the evaluations of cold (median over
 problems), and the warm final best is never worse than the cold one beyond the noise (NOISE).
+Both are judged on a re-measurement (``--phase remeasure``, benchmarks/remeasure.py): the two
+campaigns of a problem ran an hour apart, so every candidate either accepted, and both finals, are
+measured again one after the other; each run's own Critic figures are printed beside them.
 
 Sizes: each problem at the scale the generalization suite calibrated for it (eager about 20 ms on
 this machine, benchmarks/results/generalization_run/calibration.json), so the campaigns meet the
@@ -14,9 +17,10 @@ microseconds and nothing beats eager: a warm start has nothing to find).
 Real kernel campaigns, so this is slow on a shared 2-core box: ``--problems`` picks a subset
 (file stems or prefixes), ``--evaluations`` the budget of each campaign. Resumable: stores and
 per-campaign progress files live in ``--work`` (default benchmarks/results/warm_start_run);
-re-running the same command skips the campaigns already finished. ``--phase cold`` then
-``--phase warm`` split the run, so two processes can share it with the same load in both phases
-(the warm phase takes its knowledge from every cold campaign in ``--work``). A problem whose
+re-running the same command skips the campaigns already finished. ``--phase cold``, ``--phase
+warm`` and ``--phase remeasure`` split the run, so two processes can share it with the same load in
+each phase (the warm phase takes its knowledge from every cold campaign in ``--work``); then
+``--report-only`` prints the table. A problem whose
 campaign fails is a row with its error, not the end of the run.
 
     python -m benchmarks.warm_start --problems l1_04_swish,l1_01_relu,l2_10 --evaluations 6
