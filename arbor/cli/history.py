@@ -31,6 +31,11 @@ def tree_lines(store: Store, campaign_id: int) -> list[tuple[int, NodeRecord, bo
     stats = build_stats(nodes)
     accepted = [n for n in nodes if n.state == "accepted" and n.value is not None]
     best = max(accepted, key=lambda n: (n.value, -n.id)) if accepted else None
+    from arbor.campaign.verify import read_final_verification  # the best `run`, `best` and `show` name
+
+    verified = read_final_verification(store, campaign_id)
+    if verified and verified.get("best") is not None:  # the final verification's median decides
+        best = next((n for n in nodes if n.id == verified["best"]), best)
     on_path = set(best_path(stats, best.id)) if best else set()
     out: list[tuple[int, NodeRecord, bool]] = []
     roots = [n for n in nodes if n.parent_id is None]
