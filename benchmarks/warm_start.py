@@ -99,17 +99,14 @@ def _evaluations(spec) -> tuple[list[str | None], list[float], dict[str, str], s
         nodes = sorted((n for n in store.nodes(camp.id) if n.parent_id is not None), key=lambda n: n.id)
         keys = [n.artifact_sha[:16] if n.state == "accepted" and n.speedup else None for n in nodes]
         sources = {n.artifact_sha[:16]: store.get_artifact(n.artifact_sha) for n, k in zip(nodes, keys) if k}
-        final = summarize(store, spec.name).best_node
-        final_key = next((n.artifact_sha[:16] for n in nodes if n.id == final), None)
-        if final_key is not None and final_key not in sources:  # a verified best is always measured again
-            sources[final_key] = store.get_artifact(next(n.artifact_sha for n in nodes if n.id == final))
+        final_id = summarize(store, spec.name).best_node
+        final = next((n for n in nodes if n.id == final_id), None)  # None: the root (the reference)
+        final_key = final.artifact_sha[:16] if final is not None else None
+        if final is not None and final_key not in sources:  # a verified best is always measured again
+            sources[final_key] = store.get_artifact(final.artifact_sha)
     finally:
         store.close()
-    best, critic = 1.0, []
-    for n, k in zip(nodes, keys):
-        if k is not None:
-            best = max(best, n.speedup)
-        critic.append(best)
+    critic = curve(keys, {k: n.speedup for n, k in zip(nodes, keys) if k})
     return keys, critic, sources, final_key
 
 
