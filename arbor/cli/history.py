@@ -29,10 +29,12 @@ def tree_lines(store: Store, campaign_id: int) -> list[tuple[int, NodeRecord, bo
     """(indent, node, on_best_path) in depth-first order."""
     nodes = store.nodes(campaign_id)
     stats = build_stats(nodes)
-    accepted = [n for n in nodes if n.state == "accepted" and n.value is not None]
-    best = max(accepted, key=lambda n: (n.value, -n.id)) if accepted else None
-    from arbor.campaign.verify import read_final_verification  # the best `run`, `best` and `show` name
+    from arbor.campaign.steps import best_node
+    from arbor.campaign.verify import (
+        read_final_verification,  # the best `run`, `best` and `show` name
+    )
 
+    best = best_node(nodes)
     verified = read_final_verification(store, campaign_id)
     if verified and verified.get("best") is not None:  # the final verification's median decides
         best = next((n for n in nodes if n.id == verified["best"]), best)
