@@ -57,9 +57,9 @@ def profile_job(req: KernelRequest, nonce: str, iters: int = 10, budget_s: float
     body = {"problem_file": "problem.py", "candidate_file": "candidate.py", "sizes": req.sizes,
             "size_scale": req.size_scale, "dtype": req.dtype, "device": req.device,
             "num_threads": req.num_threads, "iters": iters, "budget_s": budget_s, "nonce": nonce}
-    checks = PROFILE_HARNESS.with_name("kernel_checks.py").read_text(encoding="utf-8")
+    shipped = {n: PROFILE_HARNESS.with_name(n).read_text(encoding="utf-8") for n in ("kernel_checks.py", "allocator.py")}
     return Job(argv=[sys.executable, "-I", "-B", "profile_harness.py", "request.json"],
-               files={"profile_harness.py": PROFILE_HARNESS.read_text(encoding="utf-8"), "kernel_checks.py": checks,
+               files={"profile_harness.py": PROFILE_HARNESS.read_text(encoding="utf-8"), **shipped,
                       "problem.py": req.problem_source, "candidate.py": req.candidate_source,
                       "request.json": json.dumps(body)},
                timeout_s=req.timeout_s, collect=["profile.json"],

@@ -13,7 +13,7 @@ from __future__ import annotations
 from .evidence import CriticConfig, Evidence, GateOutcome, remeasure_or_reject
 
 IDENTITY_KEYS = ("host", "kernel", "device", "device_name", "gpu_name", "cpu_model", "num_threads",
-                 "torch", "gpu_driver", "cuda_runtime", "governor", "cpu_max_khz", "clock_mode")
+                 "torch", "gpu_driver", "cuda_runtime", "governor", "cpu_max_khz", "clock_mode", "host_allocator")
 # NVML clocks-event reasons that mean "running slower than it should" (locked
 # clocks still throttle at the power or thermal limit):
 # SwPowerCap 0x4, HwSlowdown 0x8, SwThermal 0x20, HwThermal 0x40, HwPowerBrake 0x80.

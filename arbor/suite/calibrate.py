@@ -58,6 +58,9 @@ def search(path: str, target_ms: float, start: float = 0.125) -> dict:
     """The scale whose eager time is closest to ``target_ms`` (runs inside the child)."""
     import torch
 
+    from arbor.sandbox.harness.allocator import pin
+
+    pin()  # the host allocator the harness times with: unpinned, large tensors page-fault per call
     torch.set_num_threads(1)
     probes: list[tuple[float, float]] = []
 

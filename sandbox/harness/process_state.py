@@ -135,6 +135,11 @@ SWITCHES.update({
     "cpu_mobile_allocator": (_call(torch._C, "_is_default_mobile_cpu_allocator_set"), _mobile_cpu_allocator),
     **{f"env {name}": _env(name) for name in _ALLOC_ENV},
 })
+# The host allocator pinned by the harness (allocator.py): mmap and trimming turned back on make
+# every reference call page-fault its large tensors in again (7x on a 26 MB elementwise op).
+_host = sys.modules.get("arbor_harness_allocator")
+if getattr(_host, "pinned", None) is not None and _host.pinned() is not None:
+    SWITCHES["host_allocator_pinned"] = (_host.pinned, _host.set_pinned)
 # A candidate may choose these for its own calls (``set_threads`` is one of Arbor's moves; cuDNN's
 # autotuner only picks among exact algorithms): not flagged, but the reference never sees them.
 OWN = frozenset({"num_threads", "num_interop_threads", "cudnn_benchmark"})

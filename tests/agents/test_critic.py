@@ -193,6 +193,11 @@ def test_env_drift_identity_rejects_and_throttling_remeasures():
     assert (j.decision, j.diagnosis) == ("reject", "env_drift") and "host" in j.reason
     assert critic.judge(ev(fingerprint={**FP, "num_threads": 2}, baseline_fingerprint=base),
                         samples(10, 0.02), samples(5, 0.02, seed=1)).diagnosis == "env_drift"
+    # a baseline timed with glibc's default allocator vs a candidate timed pinned (sandbox/harness/allocator.py)
+    j = critic.judge(ev(fingerprint={**FP, "host_allocator": "glibc:no-mmap,no-trim"},
+                        baseline_fingerprint={**base, "host_allocator": "not pinned"}),
+                     samples(10, 0.02), samples(5, 0.02, seed=1))
+    assert j.diagnosis == "env_drift" and "host_allocator" in j.reason
     hot = {**FP, "gpu_state_end": {"throttle_reasons": 0x20}}
     j = critic.judge(ev(fingerprint=hot, baseline_fingerprint=base), samples(10, 0.02), samples(5, 0.02, seed=1))
     assert (j.decision, j.diagnosis, j.remeasure_purpose) == ("remeasure", "env_drift", "remeasure")
