@@ -67,12 +67,10 @@ def measure_side_by_side(spec, sources: dict[str, str], rounds: int = 3) -> Reme
     run in reverse order so no source always goes first (or last, after the machine warmed).
 
     Not ``measure_kernels`` (one harness job, a forked child per candidate), although it is
-    cheaper: the numbers compared here must come from the path the campaigns' own numbers came
-    from. (On 2026-11-26, at load 3-7, one torch.compile'd RMSNorm candidate read 1.33x, 2.28x,
-    3.41x, 1.34x, 1.30x in batch jobs alternated with single jobs reading 1.54x, 1.40x, 1.55x,
-    1.67x, 1.34x; the campaigns' values were 1.36-1.46x. Not yet known whether the batch path or
-    that problem's cache-sized reference — 2.9 ms at its size, 144 ms at 1.6x the size — is the
-    cause; both modes report the CPU clock with no other threads.)"""
+    cheaper: the numbers compared here come from the path the campaigns' own numbers came from.
+    (On 2026-11-26 one torch.compile'd RMSNorm candidate read 1.3-3.4x in batch children and
+    1.3-1.7x in single jobs; ``benchmarks/host_allocator.py`` traced it to glibc's dynamic mmap
+    threshold, which the harness now pins: 1.31x and 1.35x.)"""
     from arbor.agents.transforms import to_modelnew
     from arbor.sandbox.kernel_protocol import measure_kernel
     from arbor.sandbox.runner import make_runner

@@ -6,11 +6,13 @@ Why: glibc's malloc serves blocks of 128 KiB and more from ``mmap`` and returns 
 every call that allocates such a tensor page-faults it in again (zeroing included) — unless the
 dynamic threshold has moved. glibc raises the threshold to the size of the last freed mmapped block
 (up to 32 MiB), after which the same tensors come from the heap and are reused without a fault.
-Whether and when that happens depends on the order of earlier allocations in the process: measured
-here, the reference of Swish (26 MB tensors, one thread) took 36 ms in most harness processes and
-5.5 ms in others, the candidate likewise; a forked batch child and a fresh process disagreed about a
-compiled RMSNorm by up to 1.7x. Tensors above 32 MiB fault on every call whatever happens (a 60 MB
-Swish: 62 ms, 9 ms without the faults).
+Whether and when that happens depends on the order of earlier allocations in the process.
+``python -m benchmarks.host_allocator`` (2026-11-26, 6 measurements per cell, load 3): the Swish
+reference (26 MB tensors, one thread) read 34.6 ms median with a max/min of 5.9 over fresh harness
+processes (some took 5.5 ms); a compiled RMSNorm read 2.23x in forked batch children and 1.34x in
+fresh processes; conv+avgpool+hardswish's reference spread 2.5x. Pinned: max/min 1.08-1.32, and
+batch and single agree (1.31x / 1.35x). Tensors above 32 MiB fault on every call whatever happens
+(a 60 MB Swish: 62 ms, 9 ms without the faults).
 
 So every measurement pins the behaviour a device caching allocator has (PyTorch's CUDA allocator
 keeps freed blocks for reuse): no ``mmap`` for the heap (``M_MMAP_MAX=0``) and no trimming of it
