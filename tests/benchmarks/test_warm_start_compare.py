@@ -82,3 +82,15 @@ def test_a_re_measurement_whose_reference_ran_elsewhere_is_dropped_not_believed(
     r["remeasured"] = rm.to_json()
     row = compare_row(Path("p.py"), 1.0, OK, OK, r, warm_priors=0)
     assert row["cold_best"] == pytest.approx(2.05) and row["reference_drifted"] == 1
+
+
+def test_the_floor_is_the_median_a_perfect_warm_start_would_reach():
+    from benchmarks.warm_start import median_floor
+
+    # three problems the cold run solved at its first evaluation pin the floor at 1.0: no warm
+    # start can make their ratio smaller, so a median <= 0.5 is out of reach by arithmetic
+    rows = [{"error": None, "cold_evals": n} for n in (1, 1, 1, 2, 4)] + [{"error": "x", "cold_evals": 8},
+                                                                     {"error": None, "cold_evals": None}]
+    assert median_floor(rows, "cold_evals") == 1.0
+    assert median_floor([{"error": None, "cold_evals": n} for n in (1, 2, 4, 4)], "cold_evals") == 0.375
+    assert median_floor([], "cold_evals") is None
