@@ -38,6 +38,7 @@ def test_quickstart_runs_in_docker(campaign_dir, docker_engine):
         assert ok, [(m.status, m.error_class, m.error_text) for m in ms]
         fp = ok[0].fingerprint
         assert fp["clock_mode"] == "verify" and fp["host"] and fp["cpu_model"]  # the runner's view
+        assert fp["host_allocator"] == "glibc:no-mmap,no-trim"  # pinned inside the container too
     finally:
         store.close()
     client = docker.from_env()
