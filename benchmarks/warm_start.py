@@ -8,6 +8,10 @@ problems), and the warm final best is never worse than the cold one beyond the n
 Both are judged on a re-measurement (``--phase remeasure``, benchmarks/remeasure.py): the two
 campaigns of a problem ran an hour apart, so every candidate either accepted, and both finals, are
 measured again one after the other; each run's own Critic figures are printed beside them.
+``--phase finals --rounds N`` measures only the two finals of the named problems again, with more
+rounds (a second look at a "worse" final; written to warm_start_finals.json, never into the table).
+The report also prints the floor of the median: what it would be if every warm run reached the
+target at its first evaluation — a problem the cold run solved at evaluation 1 can only tie.
 
 Sizes: each problem at the scale the generalization suite calibrated for it (eager about 20 ms on
 this machine, benchmarks/results/generalization_run/calibration.json), so the campaigns meet the
@@ -36,7 +40,7 @@ import sys
 import time
 from pathlib import Path
 
-from benchmarks.common import ROOT, table, write_result
+from benchmarks.common import ROOT, fmt, table, write_result
 from benchmarks.remeasure import EAGER, Remeasured, curve, measure_side_by_side, reach
 
 PROBLEMS = ROOT / "benchmarks" / "problems"
@@ -206,6 +210,29 @@ def _remeasure_phase(tmp: Path, paths: list[Path], evaluations: int, scale: dict
               flush=True)
 
 
+def _finals_phase(tmp: Path, paths: list[Path], evaluations: int, scale: dict[str, float],
+                  rounds: int) -> dict:
+    """The cold and warm final bests alone, measured again side by side with ``rounds`` rounds: a
+    second look at a "worse" final of the table, whose re-measurement may have had one round. It
+    never replaces the table's numbers; its result is written beside them."""
+    done, out = tmp / "progress", {}
+    for p in paths:
+        c, w = _load(done / f"cold-{p.stem}.json"), _load(done / f"warm-{p.stem}.json")
+        if not c or not w or c["error"] or w["error"]:
+            continue
+        cold_spec = _spec(tmp, f"cold-{p.stem}", p, evaluations, scale[p.stem], None)
+        _, _, csrc, cfinal = _evaluations(cold_spec)
+        _, _, wsrc, wfinal = _evaluations(_spec(tmp, f"warm-{p.stem}", p, evaluations, scale[p.stem], None))
+        src = {**csrc, **wsrc}
+        rm = measure_side_by_side(cold_spec, {k: src[k] for k in (cfinal, wfinal) if k}, rounds)
+        fr = final_ratio(rm, cfinal, wfinal)
+        out[p.stem] = {"final_ratio": fr, "worse": fr is not None and fr < 1 - NOISE, "rounds": rounds,
+                       "cold_final": cfinal, "warm_final": wfinal, "remeasured": rm.to_json()}
+        print(f"{p.stem}: warm/cold final {fmt(fr, 3)} over {rounds} rounds (eager control "
+              f"{[round(x, 3) for x in rm.values.get(EAGER, [])]})", flush=True)
+    return out
+
+
 def final_ratio(rm: Remeasured, cold_key: str | None, warm_key: str | None) -> float | None:
     """warm final / cold final on the re-measured medians (a final that kept the reference is 1.0;
     None: a final has no trusted re-measurement)."""
@@ -347,9 +374,11 @@ def main() -> None:
     ap.add_argument("--evaluations", type=int, default=12, help="evaluation budget of every campaign")
     ap.add_argument("--size-scale", type=float, default=None,
                     help="one size scale for every problem (default: the suite's calibration, eager ~20 ms)")
-    ap.add_argument("--phase", choices=("all", "cold", "warm", "remeasure"), default="all",
+    ap.add_argument("--phase", choices=("all", "cold", "warm", "remeasure", "finals"), default="all",
                     help="cold campaigns only, warm only (needs every cold one), the side-by-side "
-                         "re-measurement only (needs both), or all three and the table")
+                         "re-measurement only (needs both), or all three and the table; finals: "
+                         "the --problems' two final bests again with --rounds rounds, written to "
+                         "warm_start_finals.json (a second look at a 'worse' final)")
     ap.add_argument("--rounds", type=int, default=ROUNDS, help="side-by-side re-measurement rounds")
     ap.add_argument("--report-only", action="store_true",
                     help="tabulate the problems finished in --work without running anything")
@@ -357,6 +386,12 @@ def main() -> None:
                     help="stores and progress (re-running the same command resumes)")
     a = ap.parse_args()
     started = time.monotonic()
+    if a.phase == "finals":
+        paths = problem_paths(a.problems.split(",") if a.problems else None)
+        tmp = a.work / (f"e{a.evaluations}-" + ("calibrated" if a.size_scale is None else f"s{a.size_scale}"))
+        out = _finals_phase(tmp, paths, a.evaluations, scales(paths, a.size_scale), a.rounds)
+        print(f"wrote {write_result('warm_start_finals', {'evaluations': a.evaluations, 'noise': NOISE, 'problems': out}, started)}")
+        return
     load_before = os.getloadavg()
     data = run(a.problems.split(",") if a.problems else None, a.evaluations, a.size_scale, a.work, a.report_only,
                a.phase, a.rounds)
