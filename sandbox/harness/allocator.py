@@ -44,7 +44,8 @@ class _MallInfo2(ctypes.Structure):
 
 
 def _glibc():  # type: ignore[no-untyped-def]
-    """The C library with the four functions typed; None where it is not glibc >= 2.33."""
+    """glibc with its functions typed; None elsewhere. ``mallinfo2`` (the probe's) only exists from
+    glibc 2.33: older ones (Ubuntu 20.04 images) still pin, without the probe."""
     global _libc
     if _libc is None:
         _libc = False
@@ -54,10 +55,11 @@ def _glibc():  # type: ignore[no-untyped-def]
                 lib.mallopt.argtypes, lib.mallopt.restype = (ctypes.c_int, ctypes.c_int), ctypes.c_int
                 lib.malloc.argtypes, lib.malloc.restype = (ctypes.c_size_t,), ctypes.c_void_p
                 lib.free.argtypes, lib.free.restype = (ctypes.c_void_p,), None
-                lib.mallinfo2.argtypes, lib.mallinfo2.restype = (), _MallInfo2
                 _libc = lib
             except (OSError, AttributeError):
                 pass
+            if _libc and hasattr(_libc, "mallinfo2"):
+                _libc.mallinfo2.argtypes, _libc.mallinfo2.restype = (), _MallInfo2
     return _libc or None
 
 
@@ -78,7 +80,7 @@ def pinned() -> bool | None:
     again (reward hack #7b); ``process_state`` flags the change and restores it for the reference.
     Cheap once pinned: the block is reused from the heap, never touched. None: nothing to probe."""
     libc = _glibc()
-    if libc is None:
+    if libc is None or not hasattr(libc, "mallinfo2"):
         return None
     before = libc.mallinfo2()
     block = libc.malloc(_PROBE_BYTES)
