@@ -35,17 +35,24 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import sys
 import time
 from pathlib import Path
 
 from benchmarks.common import ROOT, fmt, table, write_result
-from benchmarks.remeasure import EAGER, Remeasured, curve, measure_side_by_side, reach
+from benchmarks.remeasure import EAGER, Remeasured, curve, measure_side_by_side
+from benchmarks.warm_start_compare import (
+    GOAL_RATIO,
+    NOISE,
+    REACH,
+    compare_row,
+    final_ratio,
+    median_floor,
+    medians,
+)
 
 PROBLEMS = ROOT / "benchmarks" / "problems"
 CALIBRATION = ROOT / "benchmarks" / "results" / "generalization_run" / "calibration.json"
-REACH, NOISE, GOAL_RATIO = 0.95, 0.05, 0.5
 ROUNDS = 3  # side-by-side re-measurement rounds per problem (--rounds)
 FAST = {"measurement": {"seeds": [0, 1, 2], "warmup_s": 0.05, "time_budget_s": 0.5, "min_repeats": 10,
                         "min_sample_s": 0.002},
@@ -187,19 +194,30 @@ def _warm_phase(tmp: Path, paths: list[Path], evaluations: int, scale: dict[str,
               flush=True)
 
 
+def _work_dir(work: Path, evaluations: int, fixed_scale: float | None) -> Path:
+    return work / (f"e{evaluations}-" + ("calibrated" if fixed_scale is None else f"s{fixed_scale}"))
+
+
+def _finished_pair(tmp: Path, p: Path, evaluations: int, scale: float):  # type: ignore[no-untyped-def]
+    """(cold spec, cold's _evaluations, warm's _evaluations) once both campaigns finished cleanly, else None."""
+    c, w = _load(tmp / "progress" / f"cold-{p.stem}.json"), _load(tmp / "progress" / f"warm-{p.stem}.json")
+    if not c or not w or c["error"] or w["error"]:
+        return None
+    cold_spec = _spec(tmp, f"cold-{p.stem}", p, evaluations, scale, None)
+    return cold_spec, _evaluations(cold_spec), _evaluations(_spec(tmp, f"warm-{p.stem}", p, evaluations, scale, None))
+
+
 def _remeasure_phase(tmp: Path, paths: list[Path], evaluations: int, scale: dict[str, float],
                      rounds: int = ROUNDS) -> None:
     """Every candidate either campaign of a problem accepted, and both final bests, measured again
     side by side (benchmarks/remeasure.py): the cold and warm runs of a problem ran an hour apart."""
     done = tmp / "progress"
     for p in paths:
-        c, w = _load(done / f"cold-{p.stem}.json"), _load(done / f"warm-{p.stem}.json")
-        if _load(done / f"remeasure-{p.stem}.json") or not c or not w or c["error"] or w["error"]:
-            continue
         t = time.monotonic()
-        cold_spec = _spec(tmp, f"cold-{p.stem}", p, evaluations, scale[p.stem], None)
-        ck, ccrit, csrc, cfinal = _evaluations(cold_spec)
-        wk, wcrit, wsrc, wfinal = _evaluations(_spec(tmp, f"warm-{p.stem}", p, evaluations, scale[p.stem], None))
+        pair = None if _load(done / f"remeasure-{p.stem}.json") else _finished_pair(tmp, p, evaluations, scale[p.stem])
+        if pair is None:
+            continue
+        cold_spec, (ck, ccrit, csrc, cfinal), (wk, wcrit, wsrc, wfinal) = pair
         sources = {**csrc, **wsrc}
         rm = measure_side_by_side(cold_spec, sources, rounds) if sources else Remeasured()
         _save(done / f"remeasure-{p.stem}.json",
@@ -215,14 +233,12 @@ def _finals_phase(tmp: Path, paths: list[Path], evaluations: int, scale: dict[st
     """The cold and warm final bests alone, measured again side by side with ``rounds`` rounds: a
     second look at a "worse" final of the table, whose re-measurement may have had one round. It
     never replaces the table's numbers; its result is written beside them."""
-    done, out = tmp / "progress", {}
+    out = {}
     for p in paths:
-        c, w = _load(done / f"cold-{p.stem}.json"), _load(done / f"warm-{p.stem}.json")
-        if not c or not w or c["error"] or w["error"]:
+        pair = _finished_pair(tmp, p, evaluations, scale[p.stem])
+        if pair is None:
             continue
-        cold_spec = _spec(tmp, f"cold-{p.stem}", p, evaluations, scale[p.stem], None)
-        _, _, csrc, cfinal = _evaluations(cold_spec)
-        _, _, wsrc, wfinal = _evaluations(_spec(tmp, f"warm-{p.stem}", p, evaluations, scale[p.stem], None))
+        cold_spec, (_, _, csrc, cfinal), (_, _, wsrc, wfinal) = pair
         src = {**csrc, **wsrc}
         rm = measure_side_by_side(cold_spec, {k: src[k] for k in (cfinal, wfinal) if k}, rounds)
         fr = final_ratio(rm, cfinal, wfinal)
@@ -233,66 +249,6 @@ def _finals_phase(tmp: Path, paths: list[Path], evaluations: int, scale: dict[st
     return out
 
 
-def final_ratio(rm: Remeasured, cold_key: str | None, warm_key: str | None) -> float | None:
-    """warm final / cold final on the re-measured medians (a final that kept the reference is 1.0;
-    None: a final has no trusted re-measurement)."""
-    c = 1.0 if cold_key is None else rm.median(cold_key)
-    w = 1.0 if warm_key is None else rm.median(warm_key)
-    return w / c if c and w else None
-
-
-def compare_row(p: Path, scale: float, c: dict, w: dict, r: dict | None, warm_priors: int) -> dict:
-    row = {"problem": p.stem, "scale": scale, "cold_final": c["final"], "warm_final": w["final"],
-           "cold_s": round(c["seconds"], 1), "warm_s": round(w["seconds"], 1), "error": c["error"] or w["error"],
-           "warm_priors": warm_priors}
-    if row["error"] or r is None:
-        row.update(cold_evals=None, warm_evals=None, ratio=None, worse=None,
-                   error=row["error"] or "not re-measured yet (run --phase remeasure)")
-        return row
-    rm = Remeasured.from_json(r["remeasured"])
-    value = {k: rm.median(k) for k in rm.values}  # None: no measurement whose reference held
-    cc, wc = curve(r["cold"]["evaluations"], value), curve(r["warm"]["evaluations"], value)
-    # 95% of the cold run's best, everything measured again side by side (the same artifact has one
-    # value in both runs); below 1/0.95 the baseline itself reaches it and there is no target
-    cold_best = cc[-1] if cc else 1.0
-    target = REACH * cold_best if REACH * cold_best > 1.0 else None
-    row.update(cold_best=round(cold_best, 4), warm_best=round(wc[-1] if wc else 1.0, 4),
-               cold_evals=reach(cc, target) if target else None, warm_evals=reach(wc, target) if target else None)
-    row["ratio"] = (row["warm_evals"] / row["cold_evals"]) if row["warm_evals"] and row["cold_evals"] else None
-    fr = final_ratio(rm, r["cold"]["final"], r["warm"]["final"])
-    row["final_ratio"] = round(fr, 4) if fr is not None else None
-    row["worse"] = fr is not None and fr < 1 - NOISE
-    eager = rm.kept(EAGER)
-    row["eager_spread"] = round(max(abs(x - 1) for x in eager), 4) if eager else None
-    row["remeasure_errors"] = rm.errors or None
-    row["reference_drifted"] = rm.dropped()
-    # the same on the Critic's own values (each run's, an hour apart), for comparison
-    crit_best = r["cold"]["critic"][-1] if r["cold"]["critic"] else 1.0
-    ct = REACH * crit_best if REACH * crit_best > 1.0 else None
-    row.update(critic_cold_best=round(crit_best, 4), critic_cold_evals=reach(r["cold"]["critic"], ct) if ct else None,
-               critic_warm_evals=reach(r["warm"]["critic"], ct) if ct else None)
-    return row
-
-
-def _medians(rows: list[dict], cold: str, warm: str) -> tuple[float | None, int, float | None, int]:
-    """(median warm/cold over problems with a target, n, the same over those whose cold run needed
-    more than one evaluation, n); a warm run that never reached the target counts as infinite."""
-    scored = [((r[warm] / r[cold]) if r[warm] else float("inf"), r[cold]) for r in rows if not r["error"] and r[cold]]
-    ratios = [x for x, _ in scored]
-    searched = [x for x, n in scored if n > 1]
-    return (statistics.median(ratios) if ratios else None, len(ratios),
-            statistics.median(searched) if searched else None, len(searched))
-
-
-def median_floor(rows: list[dict], cold: str) -> float | None:
-    """The lowest median warm/cold any warm start could reach on these problems: every warm run
-    reaching the target at its first evaluation (ratio 1/cold). A problem whose cold run reached
-    it at evaluation 1 contributes 1.0 whatever knowledge does, so when half the problems do, the
-    goal of <= 0.5 is out of reach of the warm start by arithmetic, not by its quality."""
-    best = [1.0 / r[cold] for r in rows if not r["error"] and r[cold]]
-    return statistics.median(best) if best else None
-
-
 def run(names: list[str] | None, evaluations: int, fixed_scale: float | None, work: Path,
         report_only: bool = False, phase: str = "all", rounds: int = ROUNDS) -> dict | None:
     """The comparison (None after a phase other than "all", which only runs its campaigns)."""
@@ -300,7 +256,7 @@ def run(names: list[str] | None, evaluations: int, fixed_scale: float | None, wo
     if len(paths) < 2 and phase != "cold":
         sys.exit("warm_start: leave-one-out needs at least two problems — widen --problems")
     scale = scales(paths, fixed_scale)
-    tmp = work / (f"e{evaluations}-" + ("calibrated" if fixed_scale is None else f"s{fixed_scale}"))
+    tmp = _work_dir(work, evaluations, fixed_scale)
     tmp.mkdir(parents=True, exist_ok=True)
     done = tmp / "progress"
     print(f"campaign stores, knowledge stores and progress in {tmp}", flush=True)
@@ -323,8 +279,8 @@ def run(names: list[str] | None, evaluations: int, fixed_scale: float | None, wo
         rows.append(row)
         if row["error"]:
             print(f"{p.stem}: left out — {row['error']}", flush=True)
-    median_ratio, n, median_searched, n_searched = _medians(rows, "cold_evals", "warm_evals")
-    critic_median, critic_n, critic_searched, critic_n_searched = _medians(rows, "critic_cold_evals",
+    median_ratio, n, median_searched, n_searched = medians(rows, "cold_evals", "warm_evals")
+    critic_median, critic_n, critic_searched, critic_n_searched = medians(rows, "critic_cold_evals",
                                                                            "critic_warm_evals")
     return {"evaluations": evaluations, "size_scale": fixed_scale or "calibrated (eager ~20 ms)", "reach": REACH,
             "noise": NOISE, "rows": rows,
@@ -388,8 +344,7 @@ def main() -> None:
     started = time.monotonic()
     if a.phase == "finals":
         paths = problem_paths(a.problems.split(",") if a.problems else None)
-        tmp = a.work / (f"e{a.evaluations}-" + ("calibrated" if a.size_scale is None else f"s{a.size_scale}"))
-        out = _finals_phase(tmp, paths, a.evaluations, scales(paths, a.size_scale), a.rounds)
+        out = _finals_phase(_work_dir(a.work, a.evaluations, a.size_scale), paths, a.evaluations, scales(paths, a.size_scale), a.rounds)
         print(f"wrote {write_result('warm_start_finals', {'evaluations': a.evaluations, 'noise': NOISE, 'problems': out}, started)}")
         return
     load_before = os.getloadavg()

@@ -28,7 +28,7 @@ import ctypes
 import ctypes.util
 import platform
 
-__all__ = ["pin", "pinned", "set_pinned", "PINNED"]
+__all__ = ["PINNED", "pin", "pinned", "set_pinned"]
 
 PINNED = "glibc:no-mmap,no-trim"
 _M_TRIM_THRESHOLD, _M_MMAP_MAX = -1, -4  # glibc <malloc.h>
@@ -36,6 +36,7 @@ _TRIM_MAX = 2**31 - 1  # mallopt takes an int
 _DEFAULTS = ((_M_MMAP_MAX, 65536), (_M_TRIM_THRESHOLD, 128 * 1024))  # glibc's own (mallopt(3))
 _PROBE_BYTES = 40 << 20  # above the largest threshold glibc's dynamic mmap threshold reaches (32 MiB)
 _libc = None
+answer = "not pinned"  # what pin() last said: the fingerprint's ``host_allocator``
 
 
 class _MallInfo2(ctypes.Structure):
@@ -64,13 +65,16 @@ def _glibc():  # type: ignore[no-untyped-def]
 
 
 def pin() -> str:
-    """Pin the behaviour; returns what the fingerprint records (``host_allocator``)."""
+    """Pin the behaviour; returns (and keeps in ``answer``) what the fingerprint records."""
+    global answer
     libc = _glibc()
     if libc is None:
-        return f"system ({platform.libc_ver()[0] or 'not glibc'}): unpinned"
-    if libc.mallopt(_M_MMAP_MAX, 0) != 1 or libc.mallopt(_M_TRIM_THRESHOLD, _TRIM_MAX) != 1:
-        return "glibc: mallopt refused, unpinned"
-    return PINNED
+        answer = f"system ({platform.libc_ver()[0] or 'not glibc'}): unpinned"
+    elif libc.mallopt(_M_MMAP_MAX, 0) != 1 or libc.mallopt(_M_TRIM_THRESHOLD, _TRIM_MAX) != 1:
+        answer = "glibc: mallopt refused, unpinned"
+    else:
+        answer = PINNED
+    return answer
 
 
 def pinned() -> bool | None:

@@ -13,6 +13,7 @@ import platform
 import shutil
 import socket
 import subprocess
+import sys
 
 import torch
 
@@ -42,6 +43,8 @@ def fingerprint(device: str) -> dict:
         "governor": _read("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor"),
         "cpu_max_khz": _read("/sys/devices/system/cpu/cpu0/cpufreq/scaling_max_freq"),
         "num_threads": torch.get_num_threads(), "device": device,
+        # pinned by the harness before torch was imported (allocator.py)
+        "host_allocator": getattr(sys.modules.get("arbor_harness_allocator"), "answer", "not pinned"),
     }
     fp["device_name"] = fp["cpu_model"] or platform.machine()
     if device.startswith("cuda") and torch.cuda.is_available():

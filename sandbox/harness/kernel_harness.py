@@ -31,7 +31,6 @@ _MAX_SAMPLE_S = 0.25  # no side's sample may take longer, whatever the other sid
 _RESULT = "result.json"
 _HERE = os.path.dirname(os.path.abspath(__file__))
 checks = integrity = timing = cost = fpr = correctness = None  # helpers, loaded by path in main()
-_ALLOCATOR = "not pinned"  # allocator.pin()'s answer, set in main() before torch allocates anything
 Failure = Exception  # kernel_checks.Failure once loaded
 
 
@@ -313,7 +312,6 @@ class Harness:
         if req.get("num_threads"):
             torch.set_num_threads(int(req["num_threads"]))
         self.result["fingerprint"] = fp = fpr.fingerprint(str(self.device))
-        fp["host_allocator"] = _ALLOCATOR
         if self.cuda:
             torch.empty(1, device=self.device)  # create the context the L2 controls act on
             self.l2.reset()
@@ -371,10 +369,9 @@ def main(argv: list[str]) -> int:
         req = json.load(f)
     os.remove(argv[1])  # the nonces inside must not be readable by the candidate from disk
     entries = req["batch"] if "batch" in req else None
-    global _RESULT, _ALLOCATOR
+    global _RESULT
     try:
-        # before torch: every tensor this process (or a forked batch child) allocates is served alike
-        _ALLOCATOR = _load_module("arbor_harness_allocator", os.path.join(_HERE, "allocator.py")).pin()
+        _load_module("arbor_harness_allocator", os.path.join(_HERE, "allocator.py")).pin()  # before torch
         t0 = time.perf_counter()
         import torch  # noqa: PLC0415  (imported here so a missing torch is reported as data)
 
