@@ -28,7 +28,7 @@ from benchmarks.common import fmt, machine, table, write_result
 
 PROBLEMS = ["l1_04_swish", "l1_07_rmsnorm_manual", "l2_12_conv_avgpool_hardswish"]
 MODES = ("system", "pinned")
-_UNPINNED = 'def pin():\n    return "not pinned (benchmark control)"\n'
+_UNPINNED = 'answer = "not pinned (benchmark control)"\n\n\ndef pin():\n    return answer\n'
 
 
 def _measure(adapter, runner, source: str, mode: str, path: str):  # type: ignore[no-untyped-def]
