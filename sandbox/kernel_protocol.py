@@ -16,8 +16,7 @@ import sys
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 
-from arbor.sandbox import devices
-from arbor.sandbox.gpu_identity import check_identity
+from arbor.sandbox.gpu import cached_cpu_peak, check_identity, store_cpu_peak
 from arbor.sandbox.runner import Job, JobResult, Runner
 
 __all__ = ["KernelRequest", "KernelMeasurement", "measure_kernel", "measure_kernels", "HARNESS_PATH",
@@ -243,7 +242,7 @@ def precheck_candidate(source: str) -> KernelMeasurement | None:
 
 def _with_peak(req: KernelRequest) -> KernelRequest:
     if req.peak is None and not req.device.startswith("cuda"):
-        return replace(req, peak=devices.cached_cpu_peak())
+        return replace(req, peak=cached_cpu_peak())
     return req
 
 
@@ -254,7 +253,7 @@ def _finish(res: JobResult, req: KernelRequest, nonce: str) -> KernelMeasurement
         m = _from_result(data, res)
         peak = m.stats.get("peak") or {}
         if not req.device.startswith("cuda") and peak.get("source") == "measured":
-            devices.store_cpu_peak(peak)
+            store_cpu_peak(peak)
         if m.status == "error" and m.error_class not in ERROR_CLASSES:
             m.error_class = "harness_error"
         return m

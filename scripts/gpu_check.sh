@@ -68,8 +68,8 @@ def cv_run(label, rounds=30, n=4096):
 
 cv = {"runs": []}
 try:
-    from arbor.sandbox.clocks import ClockGuard, ClockTargets
-    from arbor.sandbox.gpu_control import ClockError
+    from arbor.sandbox.gpu import ClockGuard, ClockTargets
+    from arbor.sandbox.gpu import ClockError
     from arbor.sandbox.runner import Job, JobResult
     cv["runs"].append(cv_run("unlocked"))
     guard = ClockGuard("lock", "cuda", ClockTargets(settle_s=2.0))

@@ -17,7 +17,7 @@
 
 from __future__ import annotations
 
-from arbor.sandbox.devices import min_time_s, peak_for
+from arbor.sandbox.gpu import min_time_s, peak_for
 
 from .evidence import CriticConfig, Evidence, GateOutcome
 

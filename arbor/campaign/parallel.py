@@ -57,8 +57,8 @@ def guarded_runner(kind: str, opts: dict, clocks: str, device: str, targets: tup
     """A worker's runner with its own clock guard: every job's fingerprint carries the facts of the
     machine it ran on (the Critic's env gate compares them), and a GPU worker holds *its* GPU's
     clocks. Module-level and built from plain values, so Ray can ship it to another node."""
-    from arbor.sandbox.clocks import ClockGuard, ClockTargets
-    from arbor.sandbox.gpu_control import open_backend
+    from arbor.sandbox.gpu import ClockGuard, ClockTargets
+    from arbor.sandbox.gpu import open_backend
 
     visible = os.environ.get("CUDA_VISIBLE_DEVICES", "")
     if device == "cuda" and visible and "," not in visible:  # a Ray actor's one GPU

@@ -8,7 +8,7 @@ advice: any failure is stored as ``{"error": ...}`` and the campaign goes on.
 from __future__ import annotations
 
 from arbor.agents.profile_aim import OFF_TARGET
-from arbor.sandbox.devices import cached_cpu_peak, gpu_peak
+from arbor.sandbox.gpu import cached_cpu_peak, gpu_peak
 from arbor.sandbox.profiling import format_profile, run_profile
 
 from .context import Context

@@ -13,8 +13,8 @@ from __future__ import annotations
 import socket
 from typing import Callable
 
-from arbor.sandbox.clocks import ClockGuard, ClockTargets, owner_alive
-from arbor.sandbox.gpu_control import ClockError, open_backend
+from arbor.sandbox.gpu import ClockGuard, ClockTargets, owner_alive
+from arbor.sandbox.gpu import ClockError, open_backend
 from arbor.sandbox.runner import Runner, make_runner
 from arbor.search_tree.store import Store
 

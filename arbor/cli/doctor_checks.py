@@ -43,7 +43,7 @@ def _torch() -> list[Check]:
 
 
 def _gpu(mode: str, device: str, backend_pref: str) -> list[Check]:
-    from arbor.sandbox.gpu_control import ClockError, decode_throttle, open_backend
+    from arbor.sandbox.gpu import ClockError, decode_throttle, open_backend
 
     needed = device.startswith("cuda")
     try:

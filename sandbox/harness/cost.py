@@ -3,7 +3,7 @@ machine's peak rates measured by a micro-benchmark. The Critic divides one by th
 speed-of-light time no honest candidate can beat (reward hack #12 in docs/integrity.md#reward-hacks).
 
 Standalone (stdlib + torch): shipped beside the harness and loaded by path. The micro-benchmark
-runs before any candidate code is imported and is cached by the host (sandbox/devices.py), so a
+runs before any candidate code is imported and is cached by the host (sandbox/gpu/devices.py), so a
 campaign pays for it once per machine and thread count.
 """
 

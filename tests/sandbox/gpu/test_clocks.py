@@ -1,6 +1,6 @@
 """Clock control: lock / verify / ignore through a minimal fake GPU, the real NVML path on a machine
 without a GPU (one-line reason), and the store records that let a crashed run's lock be undone.
-The backends against fakes of the documented driver behaviour are in test_gpu_paths.py."""
+The backends against fakes of the documented driver behaviour are in test_paths.py."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from arbor.sandbox.clocks import ClockGuard, ClockTargets
-from arbor.sandbox.gpu_control import (AmdSmiBackend, ClockError, GpuState, NvidiaSmiBackend, NvmlBackend,
+from arbor.sandbox.gpu.clocks import ClockGuard, ClockTargets
+from arbor.sandbox.gpu.control import (AmdSmiBackend, ClockError, GpuState, NvidiaSmiBackend, NvmlBackend,
                                        decode_throttle, open_backend)
 from arbor.sandbox.local_runner import LocalRunner
 from arbor.sandbox.runner import Job
@@ -205,7 +205,7 @@ def test_campaign_records_lock_and_restores_after_a_crash(tmp_path, monkeypatch)
 
     gpu = FakeGpu()
     monkeypatch.setattr(setup, "open_backend", lambda pref="auto": gpu)
-    monkeypatch.setattr("arbor.sandbox.gpu_watch.load_burst", lambda key, **kw: contextlib.nullcontext())
+    monkeypatch.setattr("arbor.sandbox.gpu.watch.load_burst", lambda key, **kw: contextlib.nullcontext())
     (tmp_path / "p.py").write_text("x = 1\n")
     spec = parse_spec({"name": "clk", "target": {"problem": "p.py", "device": "cuda"},
                        "sandbox": {"clocks": "lock", "clock_targets": {"settle_s": 0}}}, "t.yaml", tmp_path)

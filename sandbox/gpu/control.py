@@ -2,11 +2,11 @@
 
 Three ways in, tried in order by ``open_backend``: NVML (``nvidia-ml-py``; the fast, precise one),
 the ``nvidia-smi`` CLI (same driver, no Python bindings needed), and ``amd-smi`` on AMD (the two
-CLIs live in ``gpu_smi``). Every failure is a ``ClockError`` whose message is one line naming the
+CLIs live in ``smi``). Every failure is a ``ClockError`` whose message is one line naming the
 cause and the fix — a machine without a GPU gets "NVML: library not found ... (no NVIDIA driver
 here)", never a traceback.
 
-Devices are addressed by key (see ``gpu_types``): NVML handles come from the UUID or the PCI bus
+Devices are addressed by key (see ``state``): NVML handles come from the UUID or the PCI bus
 id, never from an index that ``CUDA_VISIBLE_DEVICES`` may have renumbered.
 """
 
@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from .gpu_smi import AmdSmiBackend, NvidiaSmiBackend
-from .gpu_types import (BAD_THROTTLE_MASK, THROTTLE_BITS, ClockError, GpuState, decode_throttle,
+from .smi import AmdSmiBackend, NvidiaSmiBackend
+from .state import (BAD_THROTTLE_MASK, THROTTLE_BITS, ClockError, GpuState, decode_throttle,
                         is_pci_bus_id, permission_fix)
 
 __all__ = ["ClockError", "GpuBackend", "GpuState", "NvmlBackend", "NvidiaSmiBackend", "AmdSmiBackend",

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 
-from .gpu_types import ClockError
+from .state import ClockError
 
 __all__ = ["physical_key", "device_uuid", "identity_mismatch", "check_identity"]
 
@@ -43,7 +43,7 @@ def device_uuid(device: str, env: dict | None = None, backend_factory=None) -> s
         return key
     try:
         if backend_factory is None:
-            from .gpu_control import open_backend
+            from .control import open_backend
 
             backend_factory = open_backend
         return backend_factory().state(key).uuid or str(key)

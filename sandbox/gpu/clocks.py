@@ -29,13 +29,13 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, ContextManager
 
-from . import gpu_watch
-from .fingerprint import host_fingerprint
-from .gpu_control import BAD_THROTTLE_MASK, ClockError, GpuBackend, GpuState, open_backend
-from .gpu_identity import physical_key
-from .gpu_types import decode_throttle
-from .runner import Job, JobResult
-from .proctree import pid_alive
+from . import watch
+from ..fingerprint import host_fingerprint
+from .control import BAD_THROTTLE_MASK, ClockError, GpuBackend, GpuState, open_backend
+from .identity import physical_key
+from .state import decode_throttle
+from ..runner import Job, JobResult
+from ..proctree import pid_alive
 
 __all__ = ["ClockGuard", "ClockTargets", "ClockError", "MODES"]
 
@@ -71,7 +71,7 @@ class ClockGuard:
     unhealthy: str | None = None  # set when the GPU did not recover from a killed job
     key: object = None  # the physical device: UUID (NVIDIA) or PCI address (AMD) once resolved
     saved: dict = field(default_factory=dict)
-    _sampler: gpu_watch.ThrottleSampler | None = None
+    _sampler: watch.ThrottleSampler | None = None
     _pids_before: set = field(default_factory=set)
     _visible: object = None
     _lock_args: tuple = (None, None)
@@ -177,7 +177,7 @@ class ClockGuard:
     def _load(self) -> ContextManager:
         if self.load is not None:
             return self.load(self.key)
-        return gpu_watch.load_burst(self._visible if self._amd else self.key, amd=self._amd)
+        return watch.load_burst(self._visible if self._amd else self.key, amd=self._amd)
 
     def _verify_under_load(self, g) -> None:  # type: ignore[no-untyped-def]
         """Read the clocks while the GPU works: idle readings cannot tell a lock from no lock."""
@@ -287,7 +287,7 @@ class ClockGuard:
         backend, key = self.backend, self.key
         # NVML reads are cheap; each CLI reading is a process start, which must not load the host
         interval = self.sample_interval_s if backend.name == "nvml" else max(1.0, self.sample_interval_s)
-        self._sampler = gpu_watch.ThrottleSampler(lambda: backend.state(key), interval)
+        self._sampler = watch.ThrottleSampler(lambda: backend.state(key), interval)
         self._sampler.start()
 
     def fingerprint(self) -> dict:
@@ -323,7 +323,7 @@ class ClockGuard:
                 fp["gpu_clock_off_under_load"] = (f"graphics clock fell to {lo} MHz during the job "
                                                   f"(locked at {t.graphics_mhz} MHz)")
         if result.timed_out and self.gpu and self.backend is not None:
-            why = gpu_watch.recover_after_kill(self.backend, self.key, self._pids_before,
+            why = watch.recover_after_kill(self.backend, self.key, self._pids_before,
                                                self.sanity or self._default_sanity, sleep=self.sleep)
             if why:
                 self.unhealthy = why
@@ -331,7 +331,7 @@ class ClockGuard:
         result.fingerprint.update(fp)
 
     def _default_sanity(self, key) -> str | None:  # type: ignore[no-untyped-def]
-        return gpu_watch.sanity_kernel(self._visible if self._amd else key, amd=self._amd)
+        return watch.sanity_kernel(self._visible if self._amd else key, amd=self._amd)
 
 
 def _start_ticks(pid: int) -> int | None:

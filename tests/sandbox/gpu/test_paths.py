@@ -16,10 +16,10 @@ import pytest
 from arbor.agents.critic.env_gate import gate_env
 from arbor.agents.critic.evidence import CriticConfig, Evidence
 from arbor.sandbox import images
-from arbor.sandbox.clocks import ClockGuard, ClockTargets
-from arbor.sandbox.devices import gpu_peak
-from arbor.sandbox.gpu_control import AmdSmiBackend, ClockError, NvidiaSmiBackend, NvmlBackend
-from arbor.sandbox.gpu_identity import check_identity, device_uuid
+from arbor.sandbox.gpu.clocks import ClockGuard, ClockTargets
+from arbor.sandbox.gpu.devices import gpu_peak
+from arbor.sandbox.gpu.control import AmdSmiBackend, ClockError, NvidiaSmiBackend, NvmlBackend
+from arbor.sandbox.gpu.identity import check_identity, device_uuid
 from arbor.sandbox.runner import Job, JobResult
 from tests.sandbox.fakes import h100_sxm, mi300x
 

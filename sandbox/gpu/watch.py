@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
-from .gpu_types import BAD_THROTTLE_MASK, ClockError, GpuState
+from .state import BAD_THROTTLE_MASK, ClockError, GpuState
 
 __all__ = ["load_burst", "sanity_kernel", "ThrottleSampler", "recover_after_kill"]
 
@@ -154,7 +154,7 @@ def recover_after_kill(backend, key, before_pids: set[int], sanity: Callable, *,
             return f"GPU {key}: process(es) {left} of the killed job still hold the GPU after {wait_s:g} s"
     xids = getattr(backend, "xid_errors", None)
     if xids is not None:
-        from .gpu_control import CRITICAL_XIDS
+        from .control import CRITICAL_XIDS
 
         bad = [x for x in xids(key) if x in CRITICAL_XIDS]
         if bad:

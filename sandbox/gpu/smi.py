@@ -10,7 +10,7 @@ import json
 import shutil
 import subprocess
 
-from .gpu_types import ClockError, GpuState, is_pci_bus_id, permission_fix
+from .state import ClockError, GpuState, is_pci_bus_id, permission_fix
 
 __all__ = ["NvidiaSmiBackend", "AmdSmiBackend", "run_cli", "STABLE"]
 

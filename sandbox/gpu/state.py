@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from .runner import SandboxError
+from ..runner import SandboxError
 
 __all__ = ["ClockError", "GpuState", "THROTTLE_BITS", "BAD_THROTTLE_MASK", "IDLE_BIT",
            "decode_throttle", "permission_fix", "is_pci_bus_id"]

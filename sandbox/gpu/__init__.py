@@ -1,0 +1,28 @@
+"""The GPU side of the sandbox, behind one small interface.
+
+Runners, the campaign wiring, the Critic and ``arbor doctor`` import from here, never from the
+modules inside, so the GPU code can change shape without touching them:
+
+* clock control — ``ClockGuard`` (a runner hook: lock / verify / ignore, throttle sampling, the
+  restore on every way out), ``ClockTargets``, ``open_backend`` (NVML, nvidia-smi, amd-smi),
+  ``ClockError``, ``decode_throttle``, ``owner_alive`` (is a recorded lock's owner still running);
+* device identity — ``device_uuid`` (the physical GPU a job's ``CUDA_VISIBLE_DEVICES`` names) and
+  ``check_identity`` (the harness saw the GPU the runner pinned);
+* peaks — ``gpu_peak``, ``peak_for``, ``min_time_s``, ``cached_cpu_peak``: the speed-of-light floor.
+
+Inside: ``clocks`` (the guard), ``control`` (backends), ``smi`` (the command-line backends),
+``state`` (``GpuState``, throttle bits, ``ClockError``), ``watch`` (throttle sampling under load),
+``identity``, ``devices`` (peaks).
+"""
+
+from __future__ import annotations
+
+from .clocks import ClockGuard, ClockTargets, owner_alive
+from .control import GpuBackend, open_backend
+from .devices import cached_cpu_peak, gpu_peak, min_time_s, peak_for, store_cpu_peak
+from .identity import check_identity, device_uuid
+from .state import ClockError, GpuState, decode_throttle
+
+__all__ = ["ClockGuard", "ClockTargets", "owner_alive", "GpuBackend", "open_backend", "ClockError",
+           "GpuState", "decode_throttle", "check_identity", "device_uuid", "gpu_peak", "peak_for",
+           "min_time_s", "cached_cpu_peak", "store_cpu_peak"]
