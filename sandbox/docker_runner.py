@@ -30,7 +30,7 @@ import time
 from docker.utils.socket import frames_iter
 
 from .docker_scripts import BOOT, FINISH, MAX_COLLECT, REAPER, split_status
-from .gpu import device_uuid
+from .gpu import check_device, device_uuid
 from .images import ImagePlan, ensure_image, resolve_image
 from .jobio import TailBuffer, safe_relpath, scrubbed_env
 from .proctree import pid_alive
@@ -109,7 +109,7 @@ class DockerRunner(Runner):
                  tmpfs_mb: int = 2048, warm: bool = True, build: bool = True,
                  base_url: str | None = None, python: str | None = None,
                  user: str | None = None, max_open_files: int = 1024,
-                 max_file_bytes: int | None = None) -> None:
+                 max_file_bytes: int | None = None, device_check: bool = True) -> None:
         super().__init__()
         self.client = connect(base_url)
         self.campaign, self.device, self.warm = campaign, device, warm
@@ -126,6 +126,23 @@ class DockerRunner(Runner):
         if device.startswith("cuda") and not gpu_support(self.client):
             self.notices.append("docker: no NVIDIA container support found (nvidia-container-toolkit): "
                                 "starting a GPU container will fail — install it or use sandbox.kind: local")
+        self.device_probe = None  # a tiny device job in the warm container (sandbox.gpu.DeviceProbe)
+        if device_check and device.startswith("cuda"):
+            self._check_device()
+
+    def _check_device(self) -> None:
+        """Before the first measurement: the GPU starts in the container, or the runner stops
+        here with the reason and the fix (the NVIDIA container toolkit) — never a campaign whose
+        every measurement fails with a driver error."""
+        try:
+            probe = check_device(self, self.device)
+        except BaseException:
+            self.close()
+            raise
+        self.device_probe = probe
+        if probe.stop:
+            self.close()
+            raise SandboxError(probe.stop)
 
     # ------------------------------------------------------------------ container lifecycle
     def _device_requests(self) -> list:
