@@ -8,6 +8,10 @@ user — so the job has no capabilities and cannot signal its supervisor — and
 one left by a crashed Arbor is found and removed when the next runner starts; ``close()`` removes
 our own (normal exit and Ctrl-C go through the campaign's ``finally``).
 
+GPU: a ``device: cuda`` runner runs a tiny device job in its warm container before anything
+else (``sandbox/gpu/probe.py``); a GPU that does not start there raises ``SandboxError`` naming the
+fix (the NVIDIA container toolkit), so a campaign never fails every measurement with a driver error.
+
 Warm reuse: starting a container costs ~0.5-1 s, so one stays up per campaign and device and each
 candidate is a fresh ``docker exec`` in a fresh directory. After every job a finisher exec kills
 whatever the job left running, returns its files and empties /work and /tmp; if it cannot run (a fork bomb

@@ -56,6 +56,7 @@ OK_MARK = "ARBOR_DEVICE_OK"
 DEVICE_JOB = ("import sys\nimport torch\ntorch.cuda.init()\n"
               f"print({OK_MARK!r}, torch.cuda.device_count(), torch.ones(2, device=sys.argv[1]).sum().item())\n")
 TIMEOUT_S = 180.0  # a first CUDA start on a many-GPU machine takes tens of seconds
+MIN_SANDBOXED_TIMEOUT_S = 30.0
 DOCKER_FIX = ("install the NVIDIA container toolkit where dockerd runs (docker info must list the nvidia "
               "runtime or NVIDIA CDI devices) so the container gets the GPU (--gpus), or use sandbox.kind: local")
 DRIVER_FIX = ("check the driver and torch outside Arbor (nvidia-smi; python -c 'import torch; torch.cuda.init()'), "
@@ -191,7 +192,7 @@ class _Trials:
         return a
 
 
-def _replace(full: IsolationPlan, broken: list[str], trials: _Trials, network: str, filesystem: str,
+def _replace(full: IsolationPlan, broken: list[str], trials: _Trials, filesystem: str,
              kernel: KernelSupport) -> tuple[IsolationPlan, list[str], str | None]:
     """The plan with each broken layer replaced: (plan, what changed, the protection lost or None)."""
     plan = full.without(*broken)
@@ -285,7 +286,7 @@ def decide(full: IsolationPlan, try_plan: TryPlan, *, device: str, network: str 
                         "does under each alone", "sandbox.kind: docker")
     probe.broken = broken
     named = ", ".join(LAYERS[n] for n in broken)
-    plan, changes, lost = _replace(full, broken, trials, network, filesystem, kernel)
+    plan, changes, lost = _replace(full, broken, trials, filesystem, kernel)
     if lost:
         return stop(f"{device} does not start {where} under the {named} ({error}), and nothing else gives its "
                     f"{_LOST[lost]}", _fix_for(lost))
@@ -319,11 +320,19 @@ class LayeredRunner(Protocol):
 
 
 def _local_try(runner: LayeredRunner, device: str, code: str, timeout_s: float) -> TryPlan:
+    """Bare runs get the full time limit; sandboxed ones a few times what bare took (a layer that
+    makes the driver hang instead of fail must not cost minutes per attempt)."""
+    bare_s: list[float] = []
+
     def attempt(plan: IsolationPlan | None) -> tuple[bool, str]:
         if plan is None:
-            return run_bare(device, code, timeout_s)
+            t0 = time.monotonic()
+            result = run_bare(device, code, timeout_s)
+            bare_s.append(time.monotonic() - t0)
+            return result
+        limit = min(timeout_s, max(MIN_SANDBOXED_TIMEOUT_S, 4 * bare_s[0])) if bare_s else timeout_s
         try:
-            return _outcome(runner.run_under(plan, device_job(device, code, timeout_s)), timeout_s)
+            return _outcome(runner.run_under(plan, device_job(device, code, limit)), limit)
         except (OSError, subprocess.SubprocessError) as exc:  # the child could not apply the plan
             return False, _short(f"{type(exc).__name__}: {exc}")
 
