@@ -184,6 +184,10 @@ class DockerRunner(Runner):
                 hostname=socket.gethostname()[:63],  # a random one per container would read as env drift
             )
         except docker.errors.APIError as exc:
+            try:  # the engine may have created it before failing to start it (a GPU it cannot give)
+                self.client.containers.get(name).remove(force=True)
+            except Exception:  # noqa: BLE001 - not created, or already gone
+                pass
             raise SandboxError(f"docker: cannot start a sandbox container from {self.plan.ref}: "
                                f"{exc.explanation or exc}") from None
         self.containers_started += 1
