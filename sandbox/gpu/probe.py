@@ -172,8 +172,8 @@ def _fix_for(protection: str) -> str:
 class _Trials:
     """Runs and records attempts, never the same plan twice."""
 
-    def __init__(self, try_plan: TryPlan) -> None:
-        self.try_plan = try_plan
+    def __init__(self, try_plan: TryPlan, on_attempt: Callable[[Attempt], None] | None = None) -> None:
+        self.try_plan, self.on_attempt = try_plan, on_attempt
         self.attempts: list[Attempt] = []
         self._seen: dict[IsolationPlan | None, Attempt] = {}
 
@@ -189,6 +189,8 @@ class _Trials:
                     round(time.monotonic() - t0, 3))
         self.attempts.append(a)
         self._seen[plan] = a
+        if self.on_attempt is not None:
+            self.on_attempt(a)
         return a
 
 
@@ -233,15 +235,16 @@ def _replace(full: IsolationPlan, broken: list[str], trials: _Trials, filesystem
 
 
 def decide(full: IsolationPlan, try_plan: TryPlan, *, device: str, network: str = "none",
-           filesystem: str = "isolate", kernel: KernelSupport | None = None, exhaustive: bool = False) -> DeviceProbe:
+           filesystem: str = "isolate", kernel: KernelSupport | None = None, exhaustive: bool = False,
+           on_attempt: Callable[[Attempt], None] | None = None) -> DeviceProbe:
     """Find the strongest plan under which ``device`` starts (see the module docstring).
 
     ``try_plan(None)`` runs the device job bare, ``try_plan(plan)`` inside the runner under
     ``plan``; each answers (started, error text). ``kernel`` says what replacements this machine
     offers. ``exhaustive`` tries every layer alone and the full plan without each even when the
-    full plan works (the GPU check script's record)."""
+    full plan works (the GPU check script's record); ``on_attempt`` hears of each as it ends."""
     kernel = kernel or KernelSupport(6, full.netns, True)
-    trials = _Trials(try_plan)
+    trials = _Trials(try_plan, on_attempt)
     probe = DeviceProbe(device=device, full=full.to_dict(), attempts=trials.attempts)
     where = "inside the local sandbox"
 
@@ -341,7 +344,7 @@ def _local_try(runner: LayeredRunner, device: str, code: str, timeout_s: float) 
 
 def check_local(runner: LayeredRunner, device: str, *, try_plan: TryPlan | None = None,
                 cache: ProbeCache | None = None, code: str | None = None, timeout_s: float = TIMEOUT_S,
-                exhaustive: bool = False) -> DeviceProbe:
+                exhaustive: bool = False, on_attempt: Callable[[Attempt], None] | None = None) -> DeviceProbe:
     """Probe (or recall) and make ``runner`` use the chosen plan; returns the findings."""
     code = DEVICE_JOB if code is None else code
     k = runner.kernel
@@ -354,7 +357,8 @@ def check_local(runner: LayeredRunner, device: str, *, try_plan: TryPlan | None 
         probe = DeviceProbe.from_dict(stored, cached=True)
     else:
         probe = decide(runner.full_plan, try_plan or _local_try(runner, device, code, timeout_s), device=device,
-                       network=runner.network, filesystem=runner.filesystem, kernel=k, exhaustive=exhaustive)
+                       network=runner.network, filesystem=runner.filesystem, kernel=k, exhaustive=exhaustive,
+                       on_attempt=on_attempt)
         # a device absent even bare is not remembered: the next run checks again (a driver being fixed)
         if cache is not None and probe.attempts and probe.attempts[0].ok:
             cache.put(key, probe.to_dict())
@@ -387,6 +391,7 @@ def check_device(runner, device: str, **kw) -> DeviceProbe:  # type: ignore[no-u
     kw.pop("cache", None)
     kw.pop("try_plan", None)
     kw.pop("exhaustive", None)
+    kw.pop("on_attempt", None)
     return check_container(runner, device, **kw)
 
 
@@ -394,8 +399,10 @@ def check_device(runner, device: str, **kw) -> DeviceProbe:  # type: ignore[no-u
 def main(argv: list[str] | None = None) -> int:
     """``python -m arbor.sandbox.gpu.probe``: every attempt as a JSON line, then the choice.
 
-    Runs unattended: exhaustive (every layer alone and the full plan without each), never cached.
-    Exit code 0 when a plan starts the device, 1 when the runner would stop."""
+    Runs unattended: exhaustive (every layer alone and the full plan without each), never answered
+    from the cache (the result is written to it). Each attempt is printed when it ends, so a run
+    cut short still leaves its record. Exit code 0 when a plan starts the device, 1 when the
+    runner would stop."""
     ap = argparse.ArgumentParser(prog="python -m arbor.sandbox.gpu.probe", description=main.__doc__)
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--network", default="none", choices=("none", "host"))
@@ -407,9 +414,8 @@ def main(argv: list[str] | None = None) -> int:
     with LocalRunner(network=args.network, filesystem=args.filesystem, device_check=False) as runner:
         print(json.dumps({"kernel": asdict(runner.kernel), "full": runner.full_plan.to_dict(),
                           "notices": runner.notices}), flush=True)
-        probe = check_local(runner, args.device, exhaustive=True, timeout_s=args.timeout)
-    for a in probe.attempts:
-        print(json.dumps(asdict(a)), flush=True)
+        probe = check_local(runner, args.device, exhaustive=True, timeout_s=args.timeout,
+                            on_attempt=lambda a: print(json.dumps(asdict(a)), flush=True))
     print(json.dumps({"chosen": probe.plan, "broken": probe.broken, "changes": probe.changes,
                       "notice": probe.notice, "stop": probe.stop}), flush=True)
     return 0 if probe.plan is not None else 1

@@ -251,3 +251,16 @@ def test_signal_scope_alone_protects_the_parent():
         res = r.run_under(IsolationPlan(scope_signal=True),
                           Job([PY, "-c", f"import os; os.kill(os.getppid(), {int(signal.SIGKILL)})"], {}, timeout_s=30))
     assert res.returncode == 1 and "PermissionError" in res.stderr_tail  # and we are alive
+
+
+@needs_seccomp
+def test_without_a_network_namespace_the_default_plan_still_refuses_udp(bait, monkeypatch):
+    """A non-root user gets no namespace; ``network: none`` then means the seccomp filter (UDP
+    refused too, not just TCP as Landlock alone would), and the notice says how."""
+    monkeypatch.setattr(isolation, "netns_available", lambda: False)
+    with LocalRunner() as r:
+        assert r.plan.seccomp_net and not r.plan.netns
+        assert any("seccomp filter" in n for n in r.notices)
+        out = _candidate(r, bait)
+    no_datagram(bait)
+    assert out["tcp"] == "PermissionError" and out["udp"] == "PermissionError"

@@ -13,7 +13,7 @@ from arbor.sandbox.gpu import probe as probe_mod
 from arbor.sandbox.gpu import probe_cache
 from arbor.sandbox.gpu.probe import DRIVER_FIX, DeviceProbe, check_container, check_local, decide
 from arbor.sandbox.gpu.probe_cache import ProbeCache
-from arbor.sandbox.isolation import IsolationPlan, KernelSupport, plan_for
+from arbor.sandbox.isolation import KernelSupport, plan_for
 from arbor.sandbox.local_runner import LocalRunner
 from arbor.sandbox.runner import JobResult, SandboxError
 
