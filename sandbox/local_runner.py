@@ -199,7 +199,11 @@ class LocalRunner(Runner):
         try:
             tree = ProcessTree(max_processes=self.max_processes,
                                cgroup_is_sealed=plan.landlock_fs == isolation.FS_ISOLATE)
-            child = isolation.prepare(plan, workdir, self.read_paths, abi=self.kernel.landlock_abi)
+            try:
+                child = isolation.prepare(plan, workdir, self.read_paths, abi=self.kernel.landlock_abi)
+            except OSError as exc:  # never run a job with less isolation than its plan
+                raise SandboxError(f"local sandbox: cannot prepare the job's isolation ({plan.describe()}): {exc} "
+                                   "— check open-file limits, or use sandbox.kind: docker") from None
             return self._run_in(job, workdir, tree, child)
         finally:
             if child is not None:
