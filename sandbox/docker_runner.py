@@ -8,6 +8,10 @@ user — so the job has no capabilities and cannot signal its supervisor — and
 one left by a crashed Arbor is found and removed when the next runner starts; ``close()`` removes
 our own (normal exit and Ctrl-C go through the campaign's ``finally``).
 
+GPU: a ``device: cuda`` runner runs a tiny device job in its warm container before anything
+else (``sandbox/gpu/probe.py``); a GPU that does not start there raises ``SandboxError`` naming the
+fix (the NVIDIA container toolkit), so a campaign never fails every measurement with a driver error.
+
 Warm reuse: starting a container costs ~0.5-1 s, so one stays up per campaign and device and each
 candidate is a fresh ``docker exec`` in a fresh directory. After every job a finisher exec kills
 whatever the job left running, returns its files and empties /work and /tmp; if it cannot run (a fork bomb
@@ -30,7 +34,7 @@ import time
 from docker.utils.socket import frames_iter
 
 from .docker_scripts import BOOT, FINISH, MAX_COLLECT, REAPER, split_status
-from .gpu import device_uuid
+from .gpu import check_device, device_uuid
 from .images import ImagePlan, ensure_image, resolve_image
 from .jobio import TailBuffer, safe_relpath, scrubbed_env
 from .proctree import pid_alive
@@ -109,7 +113,7 @@ class DockerRunner(Runner):
                  tmpfs_mb: int = 2048, warm: bool = True, build: bool = True,
                  base_url: str | None = None, python: str | None = None,
                  user: str | None = None, max_open_files: int = 1024,
-                 max_file_bytes: int | None = None) -> None:
+                 max_file_bytes: int | None = None, device_check: bool = True) -> None:
         super().__init__()
         self.client = connect(base_url)
         self.campaign, self.device, self.warm = campaign, device, warm
@@ -126,6 +130,23 @@ class DockerRunner(Runner):
         if device.startswith("cuda") and not gpu_support(self.client):
             self.notices.append("docker: no NVIDIA container support found (nvidia-container-toolkit): "
                                 "starting a GPU container will fail — install it or use sandbox.kind: local")
+        self.device_probe = None  # a tiny device job in the warm container (sandbox.gpu.DeviceProbe)
+        if device_check and device.startswith("cuda"):
+            self._check_device()
+
+    def _check_device(self) -> None:
+        """Before the first measurement: the GPU starts in the container, or the runner stops
+        here with the reason and the fix (the NVIDIA container toolkit) — never a campaign whose
+        every measurement fails with a driver error."""
+        try:
+            probe = check_device(self, self.device)
+        except BaseException:
+            self.close()
+            raise
+        self.device_probe = probe
+        if probe.stop:
+            self.close()
+            raise SandboxError(probe.stop)
 
     # ------------------------------------------------------------------ container lifecycle
     def _device_requests(self) -> list:
@@ -163,6 +184,10 @@ class DockerRunner(Runner):
                 hostname=socket.gethostname()[:63],  # a random one per container would read as env drift
             )
         except docker.errors.APIError as exc:
+            try:  # the engine may have created it before failing to start it (a GPU it cannot give)
+                self.client.containers.get(name).remove(force=True)
+            except Exception:  # noqa: BLE001 - not created, or already gone
+                pass
             raise SandboxError(f"docker: cannot start a sandbox container from {self.plan.ref}: "
                                f"{exc.explanation or exc}") from None
         self.containers_started += 1

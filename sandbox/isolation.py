@@ -1,26 +1,38 @@
-"""Kernel-level isolation for the local runner: Landlock, a private network namespace, prctl.
+"""Kernel-level isolation for the local runner, as explicit layers a job gets or does not get.
 
 A candidate runs as the same user as Arbor, so rlimits alone leave it free to read ``~/.ssh``,
 ``/proc/<arbor>/environ`` (the API keys we scrubbed from *its* environment), to open sockets, and
-to ``kill`` Arbor itself. Two unprivileged kernel features close most of that without Docker:
+to ``kill`` Arbor itself. Unprivileged kernel features close most of that without Docker, each a
+*layer* of an ``IsolationPlan``:
 
-* **Landlock** (Linux >= 5.13): the child may read only the interpreter, system libraries and its
-  own workdir, may write only its workdir, may not connect or bind TCP (ABI >= 4), and may not
-  signal or ptrace processes outside its domain (ABI >= 6) — so "kill your parent" and
-  "read the parent's environ" fail with EPERM.
-* **A new network namespace** (``unshare(CLONE_NEWNET)``, root only): no interfaces but a
-  down loopback, so UDP and raw sockets fail too.
+* ``netns`` — a private network namespace (``unshare(CLONE_NEWNET)``, root only): no interfaces
+  but a down loopback, so no TCP, UDP or raw traffic; abstract unix sockets, which live in the
+  network namespace, are confined to the job's own;
+* ``seccomp_net`` — a seccomp filter refusing IPv4/IPv6/packet sockets and io_uring
+  (``seccomp.py``): the network layer where the namespace cannot be had or breaks a device;
+* ``landlock_fs`` — Landlock filesystem rules: reads of system paths, the interpreter and the
+  workdir only (``filesystem: isolate``), writes to the workdir only;
+* ``landlock_tcp`` — Landlock TCP rules: no connect, no bind (ABI >= 4);
+* ``scope_signal`` — no signals or ptrace to processes outside the job (ABI >= 6), so "kill your
+  parent" and "read the parent's environ" fail with EPERM;
+* ``scope_abstract_unix`` — no connecting to abstract unix sockets created outside the job
+  (ABI >= 6).
 
-Everything here is probed once per process and degrades to a *notice* (shown by the campaign as
-a warning event), never to an error: a laptop without Landlock still runs campaigns.
+``plan_for`` turns the runner settings (``network``, ``filesystem``) and what this kernel offers
+(``KernelSupport``) into the full plan; what the settings ask for but the kernel lacks becomes a
+notice (``plan_notices``), never an error: a laptop without Landlock still runs campaigns. A
+layer that breaks a device driver is found and replaced by ``sandbox/gpu/probe.py``.
 
-The ruleset is built in the parent (opening paths, allocating) and only ``landlock_restrict_self``
-runs between fork and exec, keeping the preexec hook to async-signal-safe-ish syscalls.
+``prepare`` builds everything in the parent (the Landlock ruleset, the BPF program, the
+capability dropper); the returned ``ChildIsolation.apply`` runs in the child — between fork and
+exec (the local runner's preexec), or right after ``fork()`` in a running Python process — and
+makes only syscalls through pre-resolved functions, keeping it async-signal-safe-ish.
 """
 
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import os
 import site
 import subprocess
@@ -28,45 +40,136 @@ import sys
 from dataclasses import dataclass
 from functools import lru_cache
 
-__all__ = ["Landlock", "landlock_abi", "netns_available", "libc", "PR_SET_PDEATHSIG",
-           "PR_SET_NO_NEW_PRIVS", "CLONE_NEWNET", "default_read_paths",
-           "make_capability_dropper"]
+from .landlock import FS_ISOLATE, FS_WRITES, Ruleset, landlock_abi, libc
+from .seccomp import NetworkFilter, seccomp_available
+
+__all__ = ["IsolationPlan", "KernelSupport", "ChildIsolation", "LAYERS", "kernel_support", "plan_for",
+           "plan_notices", "prepare", "landlock_abi", "netns_available", "seccomp_available", "libc",
+           "PR_SET_PDEATHSIG", "PR_SET_NO_NEW_PRIVS", "CLONE_NEWNET", "default_read_paths",
+           "make_capability_dropper", "FS_ISOLATE", "FS_WRITES"]
 
 PR_SET_PDEATHSIG = 1
 PR_SET_NO_NEW_PRIVS = 38
 _PR_CAPBSET_DROP, _PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL = 24, 47, 4
 CLONE_NEWNET = 0x40000000
-_SYS_CREATE, _SYS_ADD_RULE, _SYS_RESTRICT = 444, 445, 446  # x86_64 and aarch64 share these
-_CREATE_VERSION = 1
-_RULE_PATH_BENEATH = 1
 
-# LANDLOCK_ACCESS_FS_* bits
-_EXECUTE, _WRITE_FILE, _READ_FILE, _READ_DIR = 1 << 0, 1 << 1, 1 << 2, 1 << 3
-_REMOVE_DIR, _REMOVE_FILE, _MAKE_CHAR, _MAKE_DIR = 1 << 4, 1 << 5, 1 << 6, 1 << 7
-_MAKE_REG, _MAKE_SOCK, _MAKE_FIFO, _MAKE_BLOCK = 1 << 8, 1 << 9, 1 << 10, 1 << 11
-_MAKE_SYM, _REFER, _TRUNCATE, _IOCTL_DEV = 1 << 12, 1 << 13, 1 << 14, 1 << 15
-_NET_BIND_TCP, _NET_CONNECT_TCP = 1 << 0, 1 << 1
-_SCOPE_ABSTRACT_UNIX, _SCOPE_SIGNAL = 1 << 0, 1 << 1
-
-_READ = _EXECUTE | _READ_FILE | _READ_DIR
-_FILE_RIGHTS = _EXECUTE | _WRITE_FILE | _READ_FILE | _TRUNCATE | _IOCTL_DEV  # valid on non-dirs
+# layer -> how notices and the device probe name it
+LAYERS = {
+    "netns": "private network namespace",
+    "seccomp_net": "seccomp network filter",
+    "landlock_fs": "Landlock filesystem rules",
+    "landlock_tcp": "Landlock TCP rules",
+    "scope_signal": "Landlock signal scope",
+    "scope_abstract_unix": "Landlock abstract-unix-socket scope",
+}
 
 
-class _RulesetAttr(ctypes.Structure):
-    _fields_ = [("handled_access_fs", ctypes.c_uint64), ("handled_access_net", ctypes.c_uint64),
-                ("scoped", ctypes.c_uint64)]
+@dataclass(frozen=True)
+class IsolationPlan:
+    """Which layers a job gets. A value: built once from the settings, compared, cached, logged."""
+
+    netns: bool = False
+    seccomp_net: bool = False
+    landlock_fs: str | None = None  # FS_ISOLATE | FS_WRITES | None
+    landlock_tcp: bool = False
+    scope_signal: bool = False
+    scope_abstract_unix: bool = False
+
+    @property
+    def layers(self) -> tuple[str, ...]:
+        return tuple(name for name in LAYERS if getattr(self, name))
+
+    @property
+    def uses_landlock(self) -> bool:
+        return bool(self.landlock_fs or self.landlock_tcp or self.scope_signal or self.scope_abstract_unix)
+
+    def without(self, *names: str) -> IsolationPlan:
+        return dataclasses.replace(self, **{n: None if n == "landlock_fs" else False for n in names})
+
+    def only(self, name: str) -> IsolationPlan:
+        """This plan's ``name`` layer alone (as configured here: the same filesystem mode)."""
+        return IsolationPlan().with_layer(name, getattr(self, name) or True)
+
+    def with_layer(self, name: str, value: object = True) -> IsolationPlan:
+        if name == "landlock_fs" and value is True:
+            value = FS_ISOLATE
+        return dataclasses.replace(self, **{name: value})
+
+    def describe(self) -> str:
+        """One phrase: 'private network namespace + Landlock (filesystem, TCP, signal scope)'."""
+        parts = [LAYERS[n] for n in ("netns", "seccomp_net") if getattr(self, n)]
+        ll = [{"landlock_fs": "filesystem" if self.landlock_fs == FS_ISOLATE else "writes",
+               "landlock_tcp": "TCP", "scope_signal": "signal scope",
+               "scope_abstract_unix": "abstract-unix scope"}[n]
+              for n in ("landlock_fs", "landlock_tcp", "scope_signal", "scope_abstract_unix") if getattr(self, n)]
+        if ll:
+            parts.append(f"Landlock ({', '.join(ll)})")
+        return " + ".join(parts) or "no isolation layers"
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> IsolationPlan:
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in names})
 
 
-class _PathBeneathAttr(ctypes.Structure):
-    _pack_ = 1
-    _fields_ = [("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
+@dataclass(frozen=True)
+class KernelSupport:
+    """What this kernel and this process offer: the Landlock ABI, a network namespace, seccomp."""
+
+    landlock_abi: int
+    netns: bool
+    seccomp: bool
 
 
-@lru_cache(maxsize=1)
-def libc() -> ctypes.CDLL:
-    return ctypes.CDLL(None, use_errno=True)
+def kernel_support() -> KernelSupport:
+    return KernelSupport(landlock_abi(), netns_available(), seccomp_available())
 
 
+def plan_for(network: str, filesystem: str, kernel: KernelSupport) -> IsolationPlan:
+    """The full plan ``network`` / ``filesystem`` ask for, as far as ``kernel`` offers it.
+
+    Landlock is used when either setting isolates: under ``filesystem: host`` its filesystem
+    part still keeps writes in the workdir (reads anywhere). The scopes come with any Landlock
+    ruleset. Without a network namespace the seccomp filter takes its place."""
+    abi = kernel.landlock_abi if (filesystem == "isolate" or network == "none") else 0
+    netns = network == "none" and kernel.netns
+    return IsolationPlan(
+        netns=netns,
+        seccomp_net=network == "none" and not netns and kernel.seccomp,
+        landlock_fs=(FS_ISOLATE if filesystem == "isolate" else FS_WRITES) if abi >= 1 else None,
+        landlock_tcp=network == "none" and abi >= 4,
+        scope_signal=abi >= 6,
+        scope_abstract_unix=abi >= 6,
+    )
+
+
+def plan_notices(network: str, filesystem: str, kernel: KernelSupport) -> list[str]:
+    """What the settings ask for that this machine cannot give, one line each, with the fix."""
+    plan = plan_for(network, filesystem, kernel)
+    out = []
+    if network == "none" and not plan.netns:
+        if plan.seccomp_net:
+            how = ("IPv4/IPv6/raw sockets refused by a seccomp filter"
+                   + (", abstract unix sockets by the Landlock scope" if plan.scope_abstract_unix else
+                      "; abstract unix sockets of host processes stay reachable"))
+        elif plan.landlock_tcp:
+            how = "TCP connect/bind blocked by Landlock, UDP still open"
+        else:
+            how = "candidates can reach the network — use sandbox.kind: docker to isolate it"
+        out.append(f"local sandbox: no private network namespace (needs root); {how}")
+    if filesystem == "isolate" and plan.landlock_fs is None:
+        out.append("local sandbox: Landlock unavailable (Linux >= 5.13 needed): candidates can read files "
+                   "outside their workdir — use sandbox.kind: docker")
+    if plan.uses_landlock and not plan.scope_signal:
+        out.append(f"local sandbox: Landlock ABI {kernel.landlock_abi} < 6: candidates can signal other "
+                   "processes of this user (Arbor included) — use sandbox.kind: docker")
+    return out
+
+
+# ---------------------------------------------------------------------------------- the child side
 class _CapHeader(ctypes.Structure):
     _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
 
@@ -106,27 +209,51 @@ def make_capability_dropper():  # type: ignore[no-untyped-def]
     return drop
 
 
-@lru_cache(maxsize=1)
-def landlock_abi() -> int:
-    """The kernel's Landlock ABI version, 0 when Landlock is missing or disabled."""
-    if not sys.platform.startswith("linux"):
-        return 0
+class ChildIsolation:
+    """One job's isolation, prepared in the parent; ``apply`` in the child, ``close`` in the parent.
+
+    Order in the child: the network namespace first (it needs the capabilities the next step
+    drops), then capabilities, no_new_privs, Landlock, seccomp. Every layer that cannot be applied
+    raises: a job never runs with less than its plan says."""
+
+    def __init__(self, plan: IsolationPlan, ruleset: Ruleset | None, net_filter: NetworkFilter | None) -> None:
+        self.plan, self.ruleset, self.net_filter = plan, ruleset, net_filter
+        lib = libc()
+        self._prctl, self._unshare = lib.prctl, lib.unshare
+        self._drop_caps = make_capability_dropper() if os.geteuid() == 0 else None
+
+    def apply(self) -> None:
+        if self.plan.netns and self._unshare(CLONE_NEWNET) != 0:
+            raise OSError(ctypes.get_errno(), "unshare(CLONE_NEWNET) failed")
+        if self._drop_caps is not None:
+            self._drop_caps()
+        if self._prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+            raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS) failed")
+        if self.ruleset is not None:
+            self.ruleset.restrict_self()
+        if self.net_filter is not None:
+            self.net_filter.install()
+
+    def close(self) -> None:
+        if self.ruleset is not None:
+            self.ruleset.close()
+
+
+def prepare(plan: IsolationPlan, workdir: str, read_paths: list[str] | tuple[str, ...] = (),
+            abi: int | None = None) -> ChildIsolation:
+    """Build ``plan`` for one job in ``workdir``: open paths, create the ruleset, assemble BPF."""
+    ruleset = None
+    if plan.uses_landlock:
+        ruleset = Ruleset.build(landlock_abi() if abi is None else abi, fs=plan.landlock_fs, workdir=workdir,
+                                read_paths=list(read_paths), tcp=plan.landlock_tcp, scope_signal=plan.scope_signal,
+                                scope_abstract_unix=plan.scope_abstract_unix)
     try:
-        v = libc().syscall(_SYS_CREATE, None, ctypes.c_size_t(0), ctypes.c_uint32(_CREATE_VERSION))
-    except (AttributeError, OSError):
-        return 0
-    return max(int(v), 0)
-
-
-def _handled_fs(abi: int) -> int:
-    bits = (1 << 13) - 1  # ABI 1: EXECUTE .. MAKE_SYM
-    if abi >= 2:
-        bits |= _REFER
-    if abi >= 3:
-        bits |= _TRUNCATE
-    if abi >= 5:
-        bits |= _IOCTL_DEV
-    return bits
+        net_filter = NetworkFilter() if plan.seccomp_net else None
+        return ChildIsolation(plan, ruleset, net_filter)
+    except BaseException:
+        if ruleset is not None:
+            ruleset.close()
+        raise
 
 
 def default_read_paths() -> list[str]:
@@ -146,74 +273,6 @@ def default_read_paths() -> list[str]:
     except AttributeError:  # virtualenvs built by old tools
         pass
     return list(dict.fromkeys(p for p in paths if p and os.path.exists(p)))
-
-
-@dataclass
-class Landlock:
-    """A ruleset for one job: read-only system paths, a read-write workdir, no TCP, scoped signals."""
-
-    fd: int
-    abi: int
-
-    @classmethod
-    def build(cls, workdir: str, read_paths: list[str], write_paths: list[str] = ()) -> Landlock | None:
-        """Create the ruleset in the parent; None when this kernel has no Landlock."""
-        abi = landlock_abi()
-        if abi < 1:
-            return None
-        fs = _handled_fs(abi)
-        attr = _RulesetAttr(fs, (_NET_BIND_TCP | _NET_CONNECT_TCP) if abi >= 4 else 0,
-                            (_SCOPE_SIGNAL | _SCOPE_ABSTRACT_UNIX) if abi >= 6 else 0)
-        size = 8 if abi < 4 else (16 if abi < 6 else 24)
-        fd = libc().syscall(_SYS_CREATE, ctypes.byref(attr), ctypes.c_size_t(size), ctypes.c_uint32(0))
-        if fd < 0:
-            return None
-        rules = [(p, fs & _READ) for p in read_paths]
-        rules += [(p, fs) for p in (workdir, *write_paths)]
-        if os.path.exists("/dev"):
-            rules.append(("/dev", fs & (_READ | _WRITE_FILE | _IOCTL_DEV)))
-        try:
-            for path, access in rules:
-                cls._add(fd, path, access)
-        except OSError:
-            os.close(fd)
-            raise
-        return cls(fd, abi)
-
-    @staticmethod
-    def _add(ruleset_fd: int, path: str, access: int) -> None:
-        try:
-            pfd = os.open(path, os.O_PATH | os.O_CLOEXEC)
-        except OSError:
-            return  # a path that vanished is simply not granted
-        try:
-            if not os.path.isdir(path):
-                access &= _FILE_RIGHTS
-            rule = _PathBeneathAttr(access, pfd)
-            if libc().syscall(_SYS_ADD_RULE, ctypes.c_int(ruleset_fd), ctypes.c_int(_RULE_PATH_BENEATH),
-                              ctypes.byref(rule), ctypes.c_uint32(0)) != 0:
-                err = ctypes.get_errno()
-                raise OSError(err, f"landlock_add_rule({path}): {os.strerror(err)}")
-        finally:
-            os.close(pfd)
-
-    def restrict_self(self) -> None:
-        """Called in the child between fork and exec. Needs no_new_privs (set by the caller)."""
-        if libc().syscall(_SYS_RESTRICT, ctypes.c_int(self.fd), ctypes.c_uint32(0)) != 0:
-            raise OSError(ctypes.get_errno(), "landlock_restrict_self failed")
-
-    def close(self) -> None:
-        if self.fd >= 0:
-            os.close(self.fd)
-            self.fd = -1
-
-    @property
-    def scopes_signals(self) -> bool:
-        return self.abi >= 6
-
-    @property
-    def blocks_tcp(self) -> bool:
-        return self.abi >= 4
 
 
 def _probe_netns() -> None:

@@ -1,6 +1,8 @@
 """The local runner: a job as a local subprocess under rlimits, its whole process tree killed at
-the end, with Landlock and a private network namespace where the OS allows them (and a notice
-where not).
+the end, under the isolation layers of an ``IsolationPlan`` (``isolation.py``: a private network
+namespace or a seccomp network filter, Landlock rules and scopes) where the OS allows them (and a
+notice where not). For a GPU device it first checks that the device starts under those layers
+(``sandbox/gpu/probe.py``).
 
 It is the development runner; ``make_runner("local")`` (``runner.py``) builds it, and it
 implements the same ``Runner.run(Job) -> JobResult`` contract as ``DockerRunner``.
@@ -22,7 +24,7 @@ from . import isolation
 from .jobio import Drain, rmtree, safe_relpath, scrubbed_env
 from .proctree import TOKEN_VAR, ProcessTree, cgroup_available, cleanup_stale, pid_alive
 from .watchdog import Watchdog
-from .runner import Job, JobResult, Runner
+from .runner import Job, JobResult, Runner, SandboxError
 
 
 def _wait(proc: subprocess.Popen, timeout: float) -> None:
@@ -80,11 +82,19 @@ class LocalRunner(Runner):
     Not a security boundary against a determined attacker with a kernel exploit; it *is* a
     containment boundary against runaway, leaky, snooping or careless candidates. Options:
 
-    * ``network``: ``"none"`` (default) isolates the child (netns as root, Landlock TCP rules
-      otherwise; a notice says which); ``"host"`` leaves it alone.
+    * ``network``: ``"none"`` (default) isolates the child (a private netns as root, a seccomp
+      filter plus Landlock TCP rules otherwise; a notice says which); ``"host"`` leaves it alone.
     * ``filesystem``: ``"isolate"`` (default) confines reads to system paths + the interpreter and
-      writes to the workdir via Landlock; ``"host"`` leaves it alone.
+      writes to the workdir via Landlock; ``"host"`` leaves reads alone.
+    * ``device``: ``"cuda"`` (or ``"cuda:N"``) makes the runner find out, before its first job,
+      whether the device starts under its isolation layers, and replace a layer that breaks it
+      (``sandbox/gpu/probe.py``; cached per machine); a device that cannot start inside a safe
+      plan raises ``SandboxError`` naming the fix. ``device_check=False`` skips that.
     * ``max_processes`` / ``max_open_files`` / ``max_file_bytes``: caps on top of the job's own.
+
+    The isolation itself is ``self.plan`` (``isolation.IsolationPlan``): ``full_plan`` is what the
+    settings ask for on this kernel, ``plan`` what jobs get (the same unless the device probe
+    replaced a layer, which ``notices`` then says).
     """
 
     name = "local"
@@ -92,40 +102,60 @@ class LocalRunner(Runner):
     def __init__(self, base_tmp: str | None = None, *, network: str = "none",
                  filesystem: str = "isolate", max_processes: int | None = 512,
                  max_open_files: int | None = 1024, max_file_bytes: int | None = None,
-                 extra_read_paths: list[str] | tuple[str, ...] = ()) -> None:
+                 extra_read_paths: list[str] | tuple[str, ...] = (), device: str = "cpu",
+                 device_check: bool = True) -> None:
         super().__init__()
         if network not in ("none", "host"):
             raise ValueError(f"network must be 'none' or 'host', not {network!r}")
         if filesystem not in ("isolate", "host"):
             raise ValueError(f"filesystem must be 'isolate' or 'host', not {filesystem!r}")
         self.base_tmp = base_tmp
-        self.network, self.filesystem = network, filesystem
+        self.network, self.filesystem, self.device = network, filesystem, device
         self.max_processes, self.max_open_files = max_processes, max_open_files
         self.max_file_bytes = max_file_bytes
         self.read_paths = isolation.default_read_paths() + [str(p) for p in extra_read_paths]
         self.strays_killed_at_start = cleanup_stale()
         _remove_stale_workdirs(base_tmp)
         self.watchdog = Watchdog()  # kills a job's whole tree if we die by kill -9
-        abi = isolation.landlock_abi() if filesystem == "isolate" or network == "none" else 0
-        self.use_netns = network == "none" and isolation.netns_available()
-        self.use_landlock = abi >= 1
-        if network == "none" and not self.use_netns:
-            self.notices.append(
-                "local sandbox: no private network namespace (needs root); "
-                + ("TCP connect/bind blocked by Landlock, UDP still open" if abi >= 4 else
-                   "candidates can reach the network — use sandbox.kind: docker to isolate it"))
-        if filesystem == "isolate" and not self.use_landlock:
-            self.notices.append("local sandbox: Landlock unavailable (Linux >= 5.13 needed): candidates "
-                                "can read files outside their workdir — use sandbox.kind: docker")
-        if self.use_landlock and abi < 6:
-            self.notices.append(f"local sandbox: Landlock ABI {abi} < 6: candidates can signal other "
-                                "processes of this user (Arbor included) — use sandbox.kind: docker")
+        self.kernel = isolation.kernel_support()
+        self.full_plan = isolation.plan_for(network, filesystem, self.kernel)
+        self.plan = self.full_plan
+        self.notices += isolation.plan_notices(network, filesystem, self.kernel)
         if os.geteuid() == 0 and not cgroup_available():
             self.notices.append("local sandbox: running as root without a pids cgroup: RLIMIT_NPROC "
                                 "does not bind root, a fork bomb is only stopped by the time limit")
+        self.device_probe = None  # the probe's findings (sandbox.gpu.DeviceProbe) for a GPU device
+        if device_check and device.startswith("cuda"):  # ROCm torch calls its GPUs cuda too
+            self._check_device()
+
+    def _check_device(self) -> None:
+        from .gpu import check_device
+
+        try:
+            probe = check_device(self, self.device)
+        except BaseException:
+            self.close()
+            raise
+        self.device_probe = probe
+        if probe.stop:
+            self.close()
+            raise SandboxError(probe.stop)
+
+    def adopt_plan(self, plan: isolation.IsolationPlan, notice: str | None = None) -> None:
+        """Run every later job under ``plan`` (the device probe's choice), saying so in ``notice``."""
+        self.plan = plan
+        if notice:
+            self.notices.append(notice)
+
+    def run_under(self, plan: isolation.IsolationPlan, job: Job) -> JobResult:
+        """Run ``job`` under ``plan`` instead of ``self.plan``, without hooks: the device probe's
+        way of trying one layer at a time through the real child set-up."""
+        if not job.argv:
+            raise ValueError("job.argv is empty: nothing to run")
+        return self._execute(job, plan)
 
     # ------------------------------------------------------------------ child setup
-    def _preexec(self, job: Job, tree: ProcessTree, landlock: isolation.Landlock | None):  # type: ignore[no-untyped-def]
+    def _preexec(self, job: Job, tree: ProcessTree, child: isolation.ChildIsolation):  # type: ignore[no-untyped-def]
         """The function run in the child between fork and exec (every lookup done up front)."""
         limits: list[tuple[int, int]] = [(resource.RLIMIT_CORE, 0)]
         if job.memory_bytes is not None:
@@ -139,10 +169,8 @@ class LocalRunner(Runner):
             limits.append((resource.RLIMIT_NOFILE, int(self.max_open_files)))
         if self.max_processes is not None and os.geteuid() != 0:  # root ignores NPROC: cgroup does it
             limits.append((resource.RLIMIT_NPROC, _uid_process_count() + int(self.max_processes)))
-        libc = isolation.libc()
-        prctl, unshare = libc.prctl, libc.unshare
-        parent, netns = os.getpid(), self.use_netns
-        drop_caps = isolation.make_capability_dropper() if os.geteuid() == 0 else None
+        prctl = isolation.libc().prctl
+        parent = os.getpid()
 
         def preexec() -> None:
             tree.preexec()
@@ -154,13 +182,7 @@ class LocalRunner(Runner):
             prctl(isolation.PR_SET_PDEATHSIG, _signal.SIGKILL, 0, 0, 0)  # `kill -9 arbor` kills us
             if os.getppid() != parent:  # the parent died before prctl took effect
                 os._exit(1)
-            if netns and unshare(isolation.CLONE_NEWNET) != 0:
-                raise OSError("unshare(CLONE_NEWNET) failed")
-            if drop_caps is not None:
-                drop_caps()
-            prctl(isolation.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
-            if landlock is not None:
-                landlock.restrict_self()
+            child.apply()
 
         return preexec
 
@@ -168,28 +190,30 @@ class LocalRunner(Runner):
     def _release(self) -> None:  # the watchdog exits, finding us alive
         self.watchdog.close()
 
-    def _execute(self, job: Job) -> JobResult:
+    def _execute(self, job: Job, plan: isolation.IsolationPlan | None = None) -> JobResult:
+        plan = self.plan if plan is None else plan
         self.watchdog.start()
         workdir = tempfile.mkdtemp(prefix=f"{_WORKDIR_PREFIX}{os.getpid()}-", dir=self.base_tmp)
         tree: ProcessTree | None = None
-        landlock = None
+        child = None
         try:
             tree = ProcessTree(max_processes=self.max_processes,
-                               cgroup_is_sealed=self.use_landlock and self.filesystem == "isolate")
-            if self.use_landlock:
-                landlock = isolation.Landlock.build(
-                    workdir, self.read_paths if self.filesystem == "isolate" else ["/"])
-            return self._run_in(job, workdir, tree, landlock)
+                               cgroup_is_sealed=plan.landlock_fs == isolation.FS_ISOLATE)
+            try:
+                child = isolation.prepare(plan, workdir, self.read_paths, abi=self.kernel.landlock_abi)
+            except OSError as exc:  # never run a job with less isolation than its plan
+                raise SandboxError(f"local sandbox: cannot prepare the job's isolation ({plan.describe()}): {exc} "
+                                   "— check open-file limits, or use sandbox.kind: docker") from None
+            return self._run_in(job, workdir, tree, child)
         finally:
-            if landlock is not None:
-                landlock.close()
+            if child is not None:
+                child.close()
             if tree is not None:
                 tree.kill_all(None)
                 tree.close()
             rmtree(workdir)
 
-    def _run_in(self, job: Job, workdir: str, tree: ProcessTree,
-                landlock: isolation.Landlock | None) -> JobResult:
+    def _run_in(self, job: Job, workdir: str, tree: ProcessTree, child: isolation.ChildIsolation) -> JobResult:
         root = Path(workdir)
         for name, content in job.files.items():
             target = root / safe_relpath(name)
@@ -207,7 +231,7 @@ class LocalRunner(Runner):
             proc = subprocess.Popen(
                 job.argv, cwd=workdir, env=env, stdin=subprocess.DEVNULL, stdout=out_w, stderr=err_w,
                 start_new_session=True,  # pgid == pid: one group for everything that does not setsid
-                preexec_fn=self._preexec(job, tree, landlock), close_fds=True,
+                preexec_fn=self._preexec(job, tree, child), close_fds=True,
             )
         except BaseException:
             for fd in (out_r, out_w, err_r, err_w):

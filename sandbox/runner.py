@@ -5,7 +5,8 @@ a throw-away working directory, under rlimits, with an environment that carries 
 its output drained to a bounded tail, and every process it started — including ones that called
 ``setsid`` — is found and killed when it ends or times out (OpenEvolve's "the timeout could not
 kill the worker" failure). The local runner adds kernel isolation where the OS allows it
-(``isolation.py``: Landlock, a private network namespace) and says so, as a notice, where not.
+(``isolation.py``: a private network namespace or a seccomp network filter, Landlock) and says so,
+as a notice, where not.
 
 This module holds the contract (``Job``, ``JobResult``, ``Runner``, ``JobHook``) and the factory
 only; the implementations live in their own modules — ``LocalRunner`` (``local_runner.py``), the

@@ -69,8 +69,13 @@ def build_context(spec: CampaignSpec, store: Store, report: Callable[[str, dict]
     previous = store.acquire_campaign(campaign.id, owner, STALE_LEASE_S, pid_alive=pid_alive)
     if previous is not None:
         report("lease_taken_over", previous)
-    agents = build_agents(spec, target, spec.load_skills(), store=store, campaign_id=campaign.id)
-    runner = open_sandbox(spec, store, campaign.id, report)  # runner + clock guard, per spec.sandbox
+    try:
+        agents = build_agents(spec, target, spec.load_skills(), store=store, campaign_id=campaign.id)
+        # runner + clock guard, per spec.sandbox; a GPU that cannot start inside it stops here
+        runner = open_sandbox(spec, store, campaign.id, report)
+    except BaseException:
+        _best_effort(lambda: store.release_campaign(campaign.id, owner))  # no Context owns the lease yet
+        raise
     ctx = Context(spec=spec, store=store, campaign=campaign, target=target, runner=runner,
                   critic=agents.critic, orchestrator=agents.orchestrator, specialist=agents.specialist,
                   report=report, llm=agents.llm, owner=owner)

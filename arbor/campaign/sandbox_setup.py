@@ -3,7 +3,9 @@
 The sandbox package never touches the store (dependencies point one way), so this glue writes
 what the store must remember about the machine:
 
-* ``sandbox_notice`` — isolation this machine could not provide (shown as a warning as well);
+* ``sandbox_notice`` — isolation this machine could not provide (shown as a warning as well),
+  including a layer the GPU device check replaced (with the probe's findings) and the reason a
+  campaign stopped before its baseline because the device cannot start inside the sandbox;
 * ``clocks_locked`` / ``clocks_restored`` — a lock without its restore means an Arbor died with
   the GPU pinned; the next start on this host restores it before doing anything else.
 """
@@ -15,7 +17,7 @@ from typing import Callable
 
 from arbor.sandbox.gpu import ClockGuard, ClockTargets, owner_alive
 from arbor.sandbox.gpu import ClockError, open_backend
-from arbor.sandbox.runner import Runner, make_runner
+from arbor.sandbox.runner import Runner, SandboxError, make_runner
 from arbor.search_tree.store import Store
 
 from arbor.spec import CampaignSpec
@@ -40,7 +42,7 @@ def runner_options(spec: CampaignSpec) -> dict:
                     base_url=d.base_url, python=d.python, max_open_files=sb.max_open_files,
                     max_file_bytes=max_file)
     return dict(network=sb.network, filesystem=sb.filesystem, max_processes=sb.max_processes,
-                max_open_files=sb.max_open_files, max_file_bytes=max_file)
+                max_open_files=sb.max_open_files, max_file_bytes=max_file, device=_device(spec))
 
 
 def restore_stale_clocks(store: Store, campaign_id: int, backend_factory: Callable, report: Report) -> int:
@@ -83,10 +85,29 @@ def restore_stale_clocks(store: Store, campaign_id: int, backend_factory: Callab
     return restored
 
 
+def _make_runner(spec: CampaignSpec, store: Store, campaign_id: int) -> Runner:
+    """The runner; for a GPU device its constructor first checks that the device starts inside
+    it (``sandbox.gpu.check_device``). A check that stops the campaign is recorded too."""
+    try:
+        return make_runner(spec.sandbox.kind, **runner_options(spec))
+    except SandboxError as exc:
+        store.append_event(campaign_id, "sandbox_notice", {"text": str(exc), "runner": spec.sandbox.kind,
+                                                           "stopped": True}, agent="sandbox")
+        raise
+
+
+def _probe_payload(runner: Runner) -> dict:
+    probe = getattr(runner, "device_probe", None)
+    return {"device_probe": probe.to_dict()} if probe is not None else {}
+
+
 def open_sandbox(spec: CampaignSpec, store: Store, campaign_id: int, report: Report) -> Runner:
     """The campaign's runner with its clock guard attached; raises SandboxError (one line)."""
-    runner = make_runner(spec.sandbox.kind, **runner_options(spec))
+    runner = _make_runner(spec, store, campaign_id)
     try:
+        probe = getattr(runner, "device_probe", None)
+        if probe is not None and not probe.notice:
+            report("sandbox_info", {"text": f"device check: {probe.summary()}"})
         sb = spec.sandbox
         t = sb.clock_targets
         host = socket.gethostname()
@@ -115,7 +136,8 @@ def open_sandbox(spec: CampaignSpec, store: Store, campaign_id: int, report: Rep
         if guard.gpu_error and device.startswith("cuda"):
             notices.append(f"clocks not verified: {guard.gpu_error}")
         for text in notices:
-            store.append_event(campaign_id, "sandbox_notice", {"text": text, "runner": runner.name},
+            extra = _probe_payload(runner) if probe is not None and text == probe.notice else {}
+            store.append_event(campaign_id, "sandbox_notice", {"text": text, "runner": runner.name, **extra},
                                agent="sandbox")
             report("sandbox_warning", {"text": text})
         runner.hooks.append(guard)

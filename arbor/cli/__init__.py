@@ -5,7 +5,8 @@ is registered here, explicitly, in the order ``--help`` lists them.
 * ``run``, ``read`` (history/tree/show/best/query), ``views`` (dashboard/report/export),
   ``doctor``, ``skills``, ``record``, ``knowledge`` (+ ``calibration``) — one module per command group;
 * ``terminal`` — progress lines and tables; ``history`` — the read-side rows; ``jsonlog`` — ``--json-log``;
-* ``doctor_checks`` — what ``arbor doctor`` checks; ``logs`` — library log records as one line.
+* ``doctor_checks`` (+ ``doctor_gpu``, ``doctor_row``) — what ``arbor doctor`` checks; ``logs`` —
+  library log records as one line.
 """
 
 from __future__ import annotations

@@ -9,21 +9,12 @@ without one they describe the machine.
 from __future__ import annotations
 
 import os
-from dataclasses import asdict, dataclass
 from typing import Callable
 
+from .doctor_gpu import clock_permission, device_checks, sandbox_device_checks, toolchain_checks
+from .doctor_row import Check
+
 __all__ = ["Check", "run_checks"]
-
-
-@dataclass
-class Check:
-    name: str
-    status: str  # ok | warn | fail | skip
-    detail: str
-    fix: str = ""
-
-    def to_dict(self) -> dict:
-        return asdict(self)
 
 
 def _torch() -> list[Check]:
@@ -63,8 +54,6 @@ def _gpu(mode: str, device: str, backend_pref: str) -> list[Check]:
                               f"{st.temperature_c} C, {st.power_w} W, throttle {bad or 'none'} ({backend.name})"))
     except ClockError as exc:
         rows.append(Check("gpu state", "fail", str(exc), "check the driver (nvidia-smi)"))
-    from arbor.cli.doctor_gpu import clock_permission
-
     rows.append(clock_permission(mode))
     return rows
 
@@ -73,16 +62,18 @@ def _local_isolation() -> list[Check]:
     from arbor.sandbox import isolation
     from arbor.sandbox.proctree import cgroup_available
 
-    abi = isolation.landlock_abi()
+    k = isolation.kernel_support()
+    abi = k.landlock_abi
+    net = ("private network namespace per job" if k.netns else
+           "seccomp network filter per job (no network namespace: needs root)" if k.seccomp else
+           "no network namespace (needs root) and no seccomp filter: UDP stays open")
     rows = [
         Check("landlock", "ok" if abi >= 6 else "warn",
               f"ABI {abi}" + ("" if abi >= 6 else " (< 6: candidates can signal other processes)") if abi
               else "unavailable: local candidates can read files outside their workdir",
               "" if abi >= 6 else "Linux >= 6.12 with Landlock, or sandbox.kind: docker"),
-        Check("network isolation", "ok" if isolation.netns_available() else "warn",
-              "private network namespace per job" if isolation.netns_available() else
-              "no network namespace (needs root)", "" if isolation.netns_available() else
-              "run as root or use sandbox.kind: docker"),
+        Check("network isolation", "ok" if k.netns or k.seccomp else "warn", net,
+              "" if k.netns or k.seccomp else "run as root or use sandbox.kind: docker"),
         Check("process containment", "ok" if cgroup_available() else "warn",
               "pids cgroup per job" if cgroup_available() else "no pids cgroup: /proc scanning only",
               "" if cgroup_available() else "run as root (cgroup v1) or delegate a cgroup v2 subtree"),
@@ -183,13 +174,12 @@ def run_checks(spec=None, skip_llm: bool = False) -> list[Check]:  # type: ignor
     sb = spec.sandbox if spec is not None else None
     device = str(getattr(spec.target, "device", "cpu") or "cpu") if spec is not None else "cpu"
     kind = sb.kind if sb else "local"
-    from arbor.cli.doctor_gpu import device_checks, toolchain_checks
-
     groups: list[Callable[[], list[Check]]] = [
         lambda: _torch() + device_checks(device) + toolchain_checks(device, kind),
         lambda: _gpu(sb.clocks if sb else "verify", device, sb.gpu_backend if sb else "auto"),
         _local_isolation,
         lambda: _docker(kind, sb.docker.image if sb else "host", device, sb.docker.base_url if sb else None),
+        lambda: sandbox_device_checks(spec, device),
     ]
     if spec is not None and not skip_llm:
         groups.append(lambda: _llm(spec))

@@ -1,5 +1,7 @@
 """``arbor doctor``'s GPU-specific checks: a torch that can reach the campaign's device, the
-compilers its kernels need, and whether this process may lock clocks at all.
+compilers its kernels need, whether the device starts inside the sandbox the campaign would use
+(the runner's own device probe, ``sandbox.gpu.check_device``), and whether this process may lock
+clocks at all.
 
 Clock permission is not "euid == 0": the driver refuses ``nvmlDeviceSetGpuLockedClocks`` to a
 caller without admin rights, and root inside a container usually lacks CAP_SYS_ADMIN and always
@@ -12,9 +14,9 @@ from __future__ import annotations
 import os
 import shutil
 
-from arbor.cli.doctor_checks import Check
+from .doctor_row import Check
 
-__all__ = ["device_checks", "toolchain_checks", "clock_permission"]
+__all__ = ["device_checks", "toolchain_checks", "clock_permission", "sandbox_device_checks"]
 
 STATUS_PATH = "/proc/self/status"
 _CAP_SYS_ADMIN = 21
@@ -38,6 +40,39 @@ def device_checks(device: str) -> list[Check]:
                       "(driver missing or too old for this CUDA build)", "install/upgrade the NVIDIA driver "
                       "(nvidia-smi must work), or run where the GPU is")]
     return [Check("torch device", "ok", f"{device}: {torch.cuda.get_device_name(0)}")]
+
+
+def sandbox_device_checks(spec, device: str) -> list[Check]:  # type: ignore[no-untyped-def]
+    """The device job inside the sandbox the campaign would use, through the runner's own probe
+    (cached per machine, driver and settings, like ``arbor run``): fail with the fix when the
+    device cannot start there, warn naming the replacement when a layer had to be replaced."""
+    if spec is None or not device.startswith("cuda"):
+        return []
+    from arbor.sandbox.gpu import check_device
+    from arbor.sandbox.runner import SandboxError, make_runner
+
+    sb = spec.sandbox
+    name = "device in sandbox"
+    try:
+        if sb.kind == "docker":
+            from arbor.campaign.sandbox_setup import runner_options
+
+            runner = make_runner("docker", **{**runner_options(spec), "build": False, "device_check": False})
+        else:
+            runner = make_runner("local", network=sb.network, filesystem=sb.filesystem, device_check=False)
+    except SandboxError as exc:  # the docker rows above say why
+        return [Check(name, "skip", f"no {sb.kind} sandbox to try the device in: {str(exc).split(' — ')[0]}")]
+    try:
+        probe = check_device(runner, device)
+    finally:
+        runner.close()
+    if probe.stop:
+        reason, _, _fix = probe.stop.partition(" — fix: ")
+        return [Check(name, "fail", reason, probe.fix or "sandbox.kind: docker")]
+    if probe.notice:
+        return [Check(name, "warn", probe.notice, "sandbox.kind: docker keeps every protection (network_mode "
+                      "none, its own filesystem) without the replaced layer")]
+    return [Check(name, "ok", probe.summary())]
 
 
 def toolchain_checks(device: str, sandbox_kind: str) -> list[Check]:

@@ -8,11 +8,14 @@ modules inside, so the GPU code can change shape without touching them:
   ``ClockError``, ``decode_throttle``, ``owner_alive`` (is a recorded lock's owner still running);
 * device identity — ``device_uuid`` (the physical GPU a job's ``CUDA_VISIBLE_DEVICES`` names) and
   ``check_identity`` (the harness saw the GPU the runner pinned);
+* the device check — ``check_device`` (does the device start under the runner's isolation? the
+  local runner gets the strongest plan that starts it, or a one-line stop with the fix; cached by
+  ``ProbeCache``), ``DeviceProbe`` (its findings), ``DEVICE_JOB`` (the tiny device job);
 * peaks — ``gpu_peak``, ``peak_for``, ``min_time_s``, ``cached_cpu_peak``: the speed-of-light floor.
 
 Inside: ``clocks`` (the guard), ``control`` (backends), ``smi`` (the command-line backends),
 ``state`` (``GpuState``, throttle bits, ``ClockError``), ``watch`` (throttle sampling under load),
-``identity``, ``devices`` (peaks).
+``identity``, ``devices`` (peaks), ``probe`` + ``probe_cache`` (the device check).
 """
 
 from __future__ import annotations
@@ -21,8 +24,11 @@ from .clocks import ClockGuard, ClockTargets, owner_alive
 from .control import GpuBackend, open_backend
 from .devices import cached_cpu_peak, gpu_peak, min_time_s, peak_for, store_cpu_peak
 from .identity import check_identity, device_uuid
+from .probe import DEVICE_JOB, DeviceProbe, check_device
+from .probe_cache import ProbeCache
 from .state import ClockError, GpuState, decode_throttle
 
 __all__ = ["ClockGuard", "ClockTargets", "owner_alive", "GpuBackend", "open_backend", "ClockError",
            "GpuState", "decode_throttle", "check_identity", "device_uuid", "gpu_peak", "peak_for",
-           "min_time_s", "cached_cpu_peak", "store_cpu_peak"]
+           "min_time_s", "cached_cpu_peak", "store_cpu_peak", "check_device", "DeviceProbe", "DEVICE_JOB",
+           "ProbeCache"]

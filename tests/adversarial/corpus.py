@@ -125,8 +125,9 @@ def judge_all(jobs: list[tuple[Case, bool]], workers: int | None = None, config:
             break
         chunks = [pending[k::workers] for k in range(workers) if pending[k::workers]]
         with ThreadPoolExecutor(max_workers=len(chunks)) as pool:
+            # a GPU corpus's runner checks first that the device starts inside it (sandbox/gpu/probe.py)
             results = list(pool.map(lambda ch: measure_kernels(
-                LocalRunner(), [request(c, **overrides) for c, _ in ch]), chunks))
+                LocalRunner(device=overrides.get("device", "cpu")), [request(c, **overrides) for c, _ in ch]), chunks))
         again = []
         for chunk, ms in zip(chunks, results):
             for (case, skip), m in zip(chunk, ms):

@@ -22,7 +22,7 @@ def _req(source: str, timeout_s: float) -> KernelRequest:
 
 
 def test_never_returning_cuda_kernel_is_killed_and_the_gpu_recovers():
-    with LocalRunner() as r:
+    with LocalRunner(device="cuda") as r:  # the device check picks isolation CUDA starts under
         m = measure_kernel(r, _req(CUDA_HANG, 20))
         assert m.error_class == "timeout", (m.error_class, m.error_text)
         ok = measure_kernel(r, _req(candidate("return torch.clamp_min(x, 0.0)"), 120))

@@ -84,7 +84,7 @@ def test_spec_sandbox_section_maps_to_runner_options(tmp_path):
     assert opts["max_file_bytes"] == 16 << 20
     local = runner_options(parse_spec({"name": "l", "target": {"problem": "p.py"}}, "l.yaml", tmp_path))
     assert local == {"network": "none", "filesystem": "isolate", "max_processes": 512,
-                     "max_open_files": 1024, "max_file_bytes": 1024 << 20}
+                     "max_open_files": 1024, "max_file_bytes": 1024 << 20, "device": "cpu"}
     with pytest.raises(SpecError, match="sandbox.clocks"):
         parse_spec({"name": "x", "target": {"problem": "p.py"}, "sandbox": {"clocks": "pin"}}, "x.yaml", tmp_path)
     with pytest.raises(SpecError, match="sandbox.docker.gpus"):

@@ -132,3 +132,33 @@ def test_device_requests_for_gpus(runner):
     assert req["Capabilities"] == [["gpu"]]
     r.device = "cpu"
     assert r._device_requests() == []
+
+
+def test_cuda_runner_checks_the_device_in_its_warm_container_before_any_job(docker_engine, monkeypatch):
+    """A GPU campaign on an engine that cannot give the container a GPU stops in the runner's
+    constructor with the reason and the fix — not at every measurement. With a device job that
+    starts (the stand-in), the check passes through the same warm container the jobs then use."""
+    from arbor.sandbox.gpu import probe
+    from arbor.sandbox.runner import SandboxError
+
+    from arbor.sandbox.docker_runner import gpu_support
+
+    client = DockerRunner(campaign="test-docker-cuda", device_check=False).client
+    if gpu_support(client):
+        pytest.skip("this engine can start GPU containers")
+    with pytest.raises(SandboxError) as exc:
+        DockerRunner(campaign="test-docker-cuda", device="cuda", memory_gb=1)
+    msg = str(exc.value)
+    assert "\n" not in msg and "does not start inside the Docker sandbox container" in msg
+    assert "NVIDIA container toolkit" in msg
+    assert _ours(client, "test-docker-cuda") == []  # the failed check left no container behind
+    monkeypatch.setattr(probe, "DEVICE_JOB", f"print({probe.OK_MARK!r})")
+    monkeypatch.setattr(DockerRunner, "_device_requests", lambda self: [])  # a "GPU" the engine can give
+    r = DockerRunner(campaign="test-docker-cuda", device="cuda", memory_gb=1)
+    try:
+        assert r.device_probe is not None and r.device_probe.stop is None and r.containers_started == 1
+        assert r.run(Job([PY, "-c", "print('after')"], {}, timeout_s=60)).stdout_tail.strip() == "after"
+        assert r.containers_started == 1  # the check's warm container serves the jobs
+    finally:
+        r.close()
+    assert _ours(client, "test-docker-cuda") == []

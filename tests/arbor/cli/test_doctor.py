@@ -134,3 +134,33 @@ def test_clock_permission_is_not_ok_just_because_euid_is_0(tmp_path, machine, nv
     monkeypatch.setattr(dg, "_in_container", lambda: True)
     rows = {c["name"]: c for c in json.loads(_doctor(_cuda_campaign(tmp_path, "lock"), "--json", "--skip-llm")[1])["checks"]}
     assert rows["clock permission"]["status"] == "warn" and "container" in rows["clock permission"]["detail"]
+
+
+def test_device_that_cannot_start_inside_the_sandbox_fails_with_the_fix(tmp_path, monkeypatch):
+    """The runner's own device probe, with a stand-in device job that breaks under the Landlock
+    filesystem rules: doctor says fail (exit 1) and names the fix; a replaced layer is a warning."""
+    from arbor.sandbox import isolation
+    from arbor.sandbox.gpu import probe
+
+    from tests.sandbox.fakes.device_job import fake_device_host
+
+    host = fake_device_host()
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    try:
+        monkeypatch.setattr(probe, "DEVICE_JOB", host.job({"landlock_fs"}))
+        code, out = _doctor(_cuda_campaign(tmp_path), "--json", "--skip-llm")
+        rows = {c["name"]: c for c in json.loads(out)["checks"]}
+        row = rows["device in sandbox"]
+        assert code == 1 and row["status"] == "fail", row
+        assert "Landlock filesystem rules" in row["detail"] and "sandbox.kind: docker" in row["fix"]
+        assert "sandbox.filesystem: host" in row["fix"]
+        if isolation.netns_available() and isolation.seccomp_available():
+            monkeypatch.setattr(probe, "DEVICE_JOB", host.job({"netns"}))
+            rows = {c["name"]: c for c in json.loads(_doctor(_cuda_campaign(tmp_path), "--json", "--skip-llm")[1])["checks"]}
+            row = rows["device in sandbox"]
+            assert row["status"] == "warn" and "seccomp network filter" in row["detail"], row
+        monkeypatch.setattr(probe, "DEVICE_JOB", host.job(()))
+        rows = {c["name"]: c for c in json.loads(_doctor(_cuda_campaign(tmp_path), "--json", "--skip-llm")[1])["checks"]}
+        assert rows["device in sandbox"]["status"] == "ok"
+    finally:
+        host.close()

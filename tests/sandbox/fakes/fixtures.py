@@ -47,3 +47,15 @@ def smi_on_path(monkeypatch, tmp_path):
         return exe
 
     return install
+
+
+@pytest.fixture
+def device_starts(monkeypatch, tmp_path):
+    """On a machine without a GPU, let a ``device: cuda`` runner pass its device check: the probe's
+    device job becomes one that always starts (``fakes/device_job.py`` has ones that do not), and
+    its cache lives in ``tmp_path``. Returns the cache path."""
+    from arbor.sandbox.gpu import probe
+
+    monkeypatch.setattr(probe, "DEVICE_JOB", f"print({probe.OK_MARK!r})\n")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg-cache"))
+    return tmp_path / "xdg-cache" / "arbor" / "device_probe.json"

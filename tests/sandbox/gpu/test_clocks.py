@@ -198,7 +198,7 @@ def test_sigterm_restores_clocks(tmp_path):
     assert log.read_text() == "reset\n"
 
 
-def test_campaign_records_lock_and_restores_after_a_crash(tmp_path, monkeypatch):
+def test_campaign_records_lock_and_restores_after_a_crash(tmp_path, monkeypatch, device_starts):
     import arbor.campaign.sandbox_setup as setup
     from arbor.search_tree import open_store
     from arbor.spec import parse_spec

@@ -1,0 +1,425 @@
+"""Does the GPU start inside the sandbox? Found out with a tiny device job, never assumed.
+
+A GPU driver is a kernel module plus a user-space library that opens device nodes, maps memory,
+and talks over sockets; a sandbox layer can break any of that. On an H100 with driver 580 no
+sandboxed CUDA job could start (``cudaGetDeviceCount ... Error 304``) under any setting that
+applied Landlock, while a plain private network namespace did not hurt. So before the first
+measurement of a GPU campaign the runner runs a tiny device job (``DEVICE_JOB``):
+
+1. **bare** (a plain subprocess): if the device does not start even there, the driver or torch is
+   the problem, not the sandbox — stop, saying so;
+2. under the **full plan** (every layer the settings ask for): if it starts, nothing changes;
+3. otherwise each layer **alone** (the Landlock scopes separately: the abstract-unix-socket scope
+   is the suspect), then the full plan **without** each layer that failed alone — the record
+   that confirms or refutes which layer is the culprit;
+4. the **strongest plan that starts the device**: each broken layer replaced by one that gives
+   the same protection another way — the private network namespace by the seccomp network
+   filter plus Landlock TCP rules; the abstract-unix scope by the namespace itself (abstract
+   sockets live in a network namespace, so a job in its own sees only its own) — and verified
+   with one more job. A layer with no replacement the settings insist on (filesystem rules under
+   ``filesystem: isolate``, the signal scope, any network layer under ``network: none``) makes
+   the runner stop before the baseline with the reason and the fix (``sandbox.kind: docker``, or
+   the setting to relax knowingly).
+
+The result is cached per machine, driver and settings (``probe_cache.py``); a change is one line
+(``DeviceProbe.notice``) that the campaign shows and stores. The Docker runner gets the same
+check inside its warm container (``check_container``).
+
+The decision (``decide``) sees only "run the device job under plan P → ok / error text", so it is
+tested with fakes; ``check_device`` wires it to a real runner. ``python -m arbor.sandbox.gpu.probe``
+prints every attempt as a JSON line (``scripts/gpu_check.sh`` keeps them).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Callable, Protocol, runtime_checkable
+
+from ..isolation import LAYERS, IsolationPlan, KernelSupport
+from ..jobio import scrubbed_env
+from ..runner import Job, JobResult, SandboxError
+from .probe_cache import ProbeCache, probe_key
+
+__all__ = ["DEVICE_JOB", "DeviceProbe", "Attempt", "decide", "check_device", "check_local", "check_container",
+           "device_job", "job_outcome", "ProbeCache", "probe_key"]
+
+OK_MARK = "ARBOR_DEVICE_OK"
+# argv[1] is the device; ROCm builds of torch answer the same torch.cuda API
+DEVICE_JOB = ("import sys\nimport torch\ntorch.cuda.init()\n"
+              f"print({OK_MARK!r}, torch.cuda.device_count(), torch.ones(2, device=sys.argv[1]).sum().item())\n")
+TIMEOUT_S = 180.0  # a first CUDA start on a many-GPU machine takes tens of seconds
+MIN_SANDBOXED_TIMEOUT_S = 30.0
+DOCKER_FIX = ("install the NVIDIA container toolkit where dockerd runs (docker info must list the nvidia "
+              "runtime or NVIDIA CDI devices) so the container gets the GPU (--gpus), or use sandbox.kind: local")
+DRIVER_FIX = ("check the driver and torch outside Arbor (nvidia-smi; python -c 'import torch; torch.cuda.init()'), "
+              "or set target.device: cpu")
+# what to give up first when only a combination of layers breaks the device
+_GIVE_UP_ORDER = ("scope_abstract_unix", "landlock_tcp", "netns", "seccomp_net", "landlock_fs", "scope_signal")
+
+TryPlan = Callable[[IsolationPlan | None], tuple[bool, str]]  # None: bare, outside the runner
+
+
+@dataclass
+class Attempt:
+    label: str  # bare | full | base | only <layer> | without <layer> | chosen | ...
+    layers: list[str]
+    ok: bool
+    error: str = ""
+    seconds: float = 0.0
+
+
+@dataclass
+class DeviceProbe:
+    """What the probe found and chose. ``plan`` is None when the runner must stop (``stop``)."""
+
+    device: str
+    runner: str = "local"
+    attempts: list[Attempt] = field(default_factory=list)
+    plan: dict | None = None  # IsolationPlan.to_dict() of the chosen plan
+    full: dict | None = None
+    changes: list[str] = field(default_factory=list)
+    broken: list[str] = field(default_factory=list)  # the culprit layers
+    notice: str | None = None  # one line when the plan differs from the full one
+    stop: str | None = None  # one line: the reason, then " — fix: ..."
+    fix: str | None = None
+    cached: bool = False
+
+    @property
+    def chosen(self) -> IsolationPlan | None:
+        return IsolationPlan.from_dict(self.plan) if self.plan is not None else None
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d.pop("cached")
+        return d
+
+    @classmethod
+    def from_dict(cls, data: dict, cached: bool = False) -> DeviceProbe:
+        d = dict(data)
+        d["attempts"] = [Attempt(**a) for a in d.get("attempts", [])]
+        names = set(cls.__dataclass_fields__)
+        return cls(**{k: v for k, v in d.items() if k in names}, cached=cached)
+
+    def summary(self) -> str:
+        """One line for ``arbor doctor`` and the campaign log."""
+        if self.stop:
+            return self.stop
+        if self.notice:
+            return self.notice
+        what = self.chosen.describe() if self.chosen is not None else "the container"
+        return f"{self.device} starts under the sandbox's isolation ({what})" + (" [cached]" if self.cached else "")
+
+
+# ------------------------------------------------------------------------------------ jobs
+def device_job(device: str, code: str = DEVICE_JOB, timeout_s: float = TIMEOUT_S) -> Job:
+    return Job([sys.executable, "-I", "-c", code, device], {}, timeout_s, memory_bytes=None)
+
+
+def _short(text: str, limit: int = 240) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def job_outcome(returncode: int | None, stdout: str, stderr: str, timed_out: bool = False,
+                timeout_s: float = TIMEOUT_S) -> tuple[bool, str]:
+    """(started, the error's telling line) from a device job's exit and output."""
+    if timed_out:
+        return False, f"the device job did not finish within {timeout_s:g} s"
+    if returncode == 0 and OK_MARK in stdout:
+        return True, ""
+    lines = [ln.strip() for ln in stderr.splitlines() if ln.strip()]
+    pick = next((ln for ln in reversed(lines) if "Error" in ln or "error" in ln), lines[-1] if lines else "")
+    return False, _short(pick or f"the device job exited with code {returncode} and said nothing")
+
+
+def _outcome(res: JobResult, timeout_s: float) -> tuple[bool, str]:
+    return job_outcome(res.returncode, res.stdout_tail, res.stderr_tail, res.timed_out, timeout_s)
+
+
+def run_bare(device: str, code: str = DEVICE_JOB, timeout_s: float = TIMEOUT_S) -> tuple[bool, str]:
+    """The device job as a plain subprocess (scrubbed environment, its own directory), no sandbox."""
+    with tempfile.TemporaryDirectory(prefix="arbor-probe-") as work:
+        proc = subprocess.Popen([sys.executable, "-I", "-c", code, device], cwd=work, env=scrubbed_env(work, {}),
+                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True, start_new_session=True)
+        try:
+            out, err = proc.communicate(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+            return job_outcome(None, "", "", True, timeout_s)
+        except BaseException:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            raise
+    return job_outcome(proc.returncode, out, err)
+
+
+# ------------------------------------------------------------------------------------ deciding
+def _fix_for(protection: str) -> str:
+    relax = {"network": "sandbox.network: host", "filesystem": "sandbox.filesystem: host"}.get(protection)
+    return "sandbox.kind: docker" + (f", or {relax} to give that protection up knowingly" if relax else "")
+
+
+class _Trials:
+    """Runs and records attempts, never the same plan twice."""
+
+    def __init__(self, try_plan: TryPlan, on_attempt: Callable[[Attempt], None] | None = None) -> None:
+        self.try_plan, self.on_attempt = try_plan, on_attempt
+        self.attempts: list[Attempt] = []
+        self._seen: dict[IsolationPlan | None, Attempt] = {}
+
+    def run(self, label: str, plan: IsolationPlan | None) -> Attempt:
+        if plan in self._seen:
+            return self._seen[plan]
+        t0 = time.monotonic()
+        try:
+            ok, err = self.try_plan(plan)
+        except SandboxError as exc:  # the runner could not even set the job up
+            ok, err = False, _short(str(exc))
+        a = Attempt(label, list(plan.layers) if plan is not None else [], ok, "" if ok else err,
+                    round(time.monotonic() - t0, 3))
+        self.attempts.append(a)
+        self._seen[plan] = a
+        if self.on_attempt is not None:
+            self.on_attempt(a)
+        return a
+
+
+def _replace(full: IsolationPlan, broken: list[str], trials: _Trials, filesystem: str,
+             kernel: KernelSupport) -> tuple[IsolationPlan, list[str], str | None]:
+    """The plan with each broken layer replaced: (plan, what changed, the protection lost or None)."""
+    plan = full.without(*broken)
+    changes: list[str] = []
+    lost = None
+    if "netns" in broken:
+        seccomp_ok = kernel.seccomp and trials.run("only seccomp_net", IsolationPlan(seccomp_net=True)).ok
+        if seccomp_ok:
+            plan = plan.with_layer("seccomp_net")
+            tcp = kernel.landlock_abi >= 4 and "landlock_tcp" not in broken
+            plan = plan.with_layer("landlock_tcp", tcp) if tcp else plan
+            changes.append("private network namespace replaced by the seccomp network filter"
+                           + (" + Landlock TCP rules" if tcp else "") + " (no TCP, UDP or raw sockets; abstract unix "
+                           + ("sockets: the Landlock scope)" if plan.scope_abstract_unix and
+                              "scope_abstract_unix" not in broken else "sockets of host processes now reachable)"))
+        else:
+            lost = "network"
+    if "seccomp_net" in broken:  # it stood in for a namespace this machine cannot give
+        lost = "network"
+    if "landlock_fs" in broken:
+        if filesystem == "isolate":
+            lost = lost or "filesystem"
+        else:
+            changes.append("Landlock write rules off (filesystem: host): candidates can write outside their workdir")
+    if "landlock_tcp" in broken:
+        if plan.netns or plan.seccomp_net:
+            changes.append("Landlock TCP rules off (TCP stays refused by the "
+                           + ("private network namespace)" if plan.netns else "seccomp network filter)"))
+        else:
+            lost = lost or "network"
+    if "scope_signal" in broken:
+        lost = lost or "signals"
+    if "scope_abstract_unix" in broken:
+        changes.append("Landlock abstract-unix-socket scope off: " + (
+            "abstract unix sockets stay confined to the candidate's own network namespace" if plan.netns else
+            "candidates can connect to abstract unix sockets of host processes (no private network namespace)"))
+    return plan, changes, lost
+
+
+def decide(full: IsolationPlan, try_plan: TryPlan, *, device: str, network: str = "none",
+           filesystem: str = "isolate", kernel: KernelSupport | None = None, exhaustive: bool = False,
+           on_attempt: Callable[[Attempt], None] | None = None) -> DeviceProbe:
+    """Find the strongest plan under which ``device`` starts (see the module docstring).
+
+    ``try_plan(None)`` runs the device job bare, ``try_plan(plan)`` inside the runner under
+    ``plan``; each answers (started, error text). ``kernel`` says what replacements this machine
+    offers. ``exhaustive`` tries every layer alone and the full plan without each even when the
+    full plan works (the GPU check script's record); ``on_attempt`` hears of each as it ends."""
+    kernel = kernel or KernelSupport(6, full.netns, True)
+    trials = _Trials(try_plan, on_attempt)
+    probe = DeviceProbe(device=device, full=full.to_dict(), attempts=trials.attempts)
+    where = "inside the local sandbox"
+
+    def stop(reason: str, fix: str) -> DeviceProbe:
+        probe.plan, probe.fix = None, fix
+        probe.stop = f"{reason} — fix: {fix}"
+        return probe
+
+    bare = trials.run("bare", None)
+    if not bare.ok:
+        return stop(f"{device} does not start on this machine even outside the sandbox ({bare.error})", DRIVER_FIX)
+    whole = trials.run("full", full)
+    if whole.ok and not exhaustive:
+        probe.plan = full.to_dict()
+        return probe
+    layers = list(full.layers)
+    solo = {name: trials.run(f"only {name}", full.only(name)) for name in layers}
+    if exhaustive:
+        if kernel.seccomp and "seccomp_net" not in layers:
+            trials.run("only seccomp_net", IsolationPlan(seccomp_net=True))
+        for name in layers:
+            trials.run(f"without {name}", full.without(name))
+    if whole.ok:
+        probe.plan = full.to_dict()
+        return probe
+    broken = [n for n, a in solo.items() if not a.ok]
+    if len(broken) == len(layers):  # every layer fails alone (or there is none): is it the runner itself?
+        base = trials.run("base", IsolationPlan())
+        if not base.ok:
+            return stop(f"{device} starts outside the sandbox but not in the local runner even with no isolation "
+                        f"layer ({base.error})", "sandbox.kind: docker")
+    for name in broken:  # does dropping only this layer start the device? (recorded either way)
+        trials.run(f"without {name}", full.without(name))
+    error = solo[broken[0]].error if broken else whole.error
+    if not broken:  # only a combination fails: give up the cheapest layer that makes it start
+        for name in _GIVE_UP_ORDER:
+            if name in layers and trials.run(f"without {name}", full.without(name)).ok:
+                broken = [name]
+                break
+        else:
+            return stop(f"{device} does not start {where} under its layers together ({whole.error}), though it "
+                        "does under each alone", "sandbox.kind: docker")
+    probe.broken = broken
+    named = ", ".join(LAYERS[n] for n in broken)
+    plan, changes, lost = _replace(full, broken, trials, filesystem, kernel)
+    if lost:
+        return stop(f"{device} does not start {where} under the {named} ({error}), and nothing else gives its "
+                    f"{_LOST[lost]}", _fix_for(lost))
+    chosen = trials.run("chosen", plan)
+    if not chosen.ok:
+        return stop(f"{device} does not start {where} under the {named} ({error}), nor with "
+                    f"{'it' if len(broken) == 1 else 'them'} replaced ({chosen.error})", "sandbox.kind: docker")
+    probe.plan, probe.changes = plan.to_dict(), changes
+    probe.notice = (f"local sandbox: {device} does not start under the {named} ({_short(error, 120)}); "
+                    f"{'; '.join(changes)} — isolation now: {plan.describe()}")
+    return probe
+
+
+_LOST = {"network": "network isolation (network: none)", "filesystem": "filesystem confinement (filesystem: isolate)",
+         "signals": "protection of Arbor's own processes from the candidate's signals"}
+
+
+# ------------------------------------------------------------------------------------ runners
+@runtime_checkable
+class LayeredRunner(Protocol):
+    """A runner whose isolation is an ``IsolationPlan`` it can change (the local runner)."""
+
+    network: str
+    filesystem: str
+    kernel: KernelSupport
+    full_plan: IsolationPlan
+
+    def run_under(self, plan: IsolationPlan, job: Job) -> JobResult: ...
+
+    def adopt_plan(self, plan: IsolationPlan, notice: str | None = None) -> None: ...
+
+
+def _local_try(runner: LayeredRunner, device: str, code: str, timeout_s: float) -> TryPlan:
+    """Bare runs get the full time limit; sandboxed ones a few times what bare took (a layer that
+    makes the driver hang instead of fail must not cost minutes per attempt)."""
+    bare_s: list[float] = []
+
+    def attempt(plan: IsolationPlan | None) -> tuple[bool, str]:
+        if plan is None:
+            t0 = time.monotonic()
+            result = run_bare(device, code, timeout_s)
+            bare_s.append(time.monotonic() - t0)
+            return result
+        limit = min(timeout_s, max(MIN_SANDBOXED_TIMEOUT_S, 4 * bare_s[0])) if bare_s else timeout_s
+        try:
+            return _outcome(runner.run_under(plan, device_job(device, code, limit)), limit)
+        except (OSError, subprocess.SubprocessError) as exc:  # the child could not apply the plan
+            return False, _short(f"{type(exc).__name__}: {exc}")
+
+    return attempt
+
+
+def check_local(runner: LayeredRunner, device: str, *, try_plan: TryPlan | None = None,
+                cache: ProbeCache | None = None, code: str | None = None, timeout_s: float = TIMEOUT_S,
+                exhaustive: bool = False, on_attempt: Callable[[Attempt], None] | None = None) -> DeviceProbe:
+    """Probe (or recall) and make ``runner`` use the chosen plan; returns the findings."""
+    code = DEVICE_JOB if code is None else code
+    k = runner.kernel
+    key = probe_key(network=runner.network, filesystem=runner.filesystem, landlock_abi=k.landlock_abi,
+                    netns=k.netns, seccomp=k.seccomp, job_source=code)
+    if cache is None and try_plan is None:  # a fake's answers never reach the machine's cache
+        cache = ProbeCache()
+    stored = cache.get(key) if cache is not None and not exhaustive else None
+    if stored is not None and stored.get("full") == runner.full_plan.to_dict():
+        probe = DeviceProbe.from_dict(stored, cached=True)
+    else:
+        probe = decide(runner.full_plan, try_plan or _local_try(runner, device, code, timeout_s), device=device,
+                       network=runner.network, filesystem=runner.filesystem, kernel=k, exhaustive=exhaustive,
+                       on_attempt=on_attempt)
+        # a device absent even bare is not remembered: the next run checks again (a driver being fixed)
+        if cache is not None and probe.attempts and probe.attempts[0].ok:
+            cache.put(key, probe.to_dict())
+    if probe.chosen is not None:
+        runner.adopt_plan(probe.chosen, probe.notice)
+    return probe
+
+
+def check_container(runner, device: str, *, code: str | None = None,  # type: ignore[no-untyped-def]
+                    timeout_s: float = TIMEOUT_S) -> DeviceProbe:
+    """The device job in the runner's (warm) container: it starts, or the runner must stop."""
+    probe = DeviceProbe(device=device, runner=getattr(runner, "name", "docker"))
+    t0 = time.monotonic()
+    try:
+        # the container sees exactly the one GPU its device request names
+        ok, err = _outcome(runner.run(device_job("cuda", DEVICE_JOB if code is None else code, timeout_s)), timeout_s)
+    except SandboxError as exc:
+        ok, err = False, _short(str(exc).split(" — ")[0])
+    probe.attempts.append(Attempt("container", [], ok, err, round(time.monotonic() - t0, 3)))
+    if not ok:
+        probe.fix = DOCKER_FIX
+        probe.stop = f"{device} does not start inside the Docker sandbox container ({err}) — fix: {DOCKER_FIX}"
+    return probe
+
+
+def check_device(runner, device: str, **kw) -> DeviceProbe:  # type: ignore[no-untyped-def]
+    """The device check for any runner: layered (local) or whole (a container)."""
+    if isinstance(runner, LayeredRunner):
+        return check_local(runner, device, **kw)
+    kw.pop("cache", None)
+    kw.pop("try_plan", None)
+    kw.pop("exhaustive", None)
+    kw.pop("on_attempt", None)
+    return check_container(runner, device, **kw)
+
+
+# ------------------------------------------------------------------------------------ command line
+def main(argv: list[str] | None = None) -> int:
+    """``python -m arbor.sandbox.gpu.probe``: every attempt as a JSON line, then the choice.
+
+    Runs unattended: exhaustive (every layer alone and the full plan without each), never answered
+    from the cache (the result is written to it). Each attempt is printed when it ends, so a run
+    cut short still leaves its record. Exit code 0 when a plan starts the device, 1 when the
+    runner would stop."""
+    ap = argparse.ArgumentParser(prog="python -m arbor.sandbox.gpu.probe", description=main.__doc__)
+    ap.add_argument("--device", default="cuda")
+    ap.add_argument("--network", default="none", choices=("none", "host"))
+    ap.add_argument("--filesystem", default="isolate", choices=("isolate", "host"))
+    ap.add_argument("--timeout", type=float, default=TIMEOUT_S)
+    args = ap.parse_args(argv)
+    from ..local_runner import LocalRunner  # here only: the runner imports this package
+
+    with LocalRunner(network=args.network, filesystem=args.filesystem, device_check=False) as runner:
+        print(json.dumps({"kernel": asdict(runner.kernel), "full": runner.full_plan.to_dict(),
+                          "notices": runner.notices}), flush=True)
+        probe = check_local(runner, args.device, exhaustive=True, timeout_s=args.timeout,
+                            on_attempt=lambda a: print(json.dumps(asdict(a)), flush=True))
+    print(json.dumps({"chosen": probe.plan, "broken": probe.broken, "changes": probe.changes,
+                      "notice": probe.notice, "stop": probe.stop}), flush=True)
+    return 0 if probe.plan is not None else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
