@@ -1,50 +1,203 @@
 #!/usr/bin/env bash
-# One command on the first GPU machine: do Arbor's GPU paths hold?
+# One command on a new GPU machine, unattended, under 8 minutes: do Arbor's GPU paths hold?
 #
-#   scripts/gpu_check.sh [OUT.json]        (default: benchmarks/results/gpu_check_<host>.json)
+#   scripts/gpu_check.sh [--wheelhouse DIR] [OUT.json]
+#        (default OUT: benchmarks/results/gpu_check_<host>.json)
 #
-# 1. `arbor doctor` for a device: cuda campaign (torch, driver, toolchain, clock permission);
-# 2. the gpu-marked tests (real NVML, real CUDA kernels, the harness on the GPU);
-# 3. a locked-vs-unlocked measurement: the CV of a matmul timed with CUDA events, with clocks
-#    unlocked, then locked through Arbor's ClockGuard (verified under load), then unlocked again.
-#    Locking is skipped with its reason when this process may not lock (non-root, container).
-# Everything lands in one JSON file; the exit code is non-zero when a step failed.
+# 0. install Arbor with no network: the wheels of scripts/wheelhouse.sh (DIR, or $ARBOR_WHEELHOUSE,
+#    or ./wheelhouse, or ./.whl when present), then Arbor itself, editable, without build isolation;
+# 1. the device probe: which sandbox layers the GPU starts under (one JSON line per attempt);
+# 2. `arbor doctor` for a device: cuda campaign with default sandbox settings;
+# 3. the gpu-marked tests (real NVML, real CUDA kernels, the harness on the GPU);
+# 4. two campaigns with default sandbox settings, each in a fresh store: the quickstart problem on
+#    cuda (campaigns/gpu_quickstart.yaml: its baseline A/A noise floor, which must be <= 1%, says
+#    whether small kernels are timed tightly) and a level-2 GEMM + epilogue problem
+#    (campaigns/gpu_level2.yaml);
+# 5. the cost of one evaluation, phase by phase (benchmarks/eval_overhead.py --device cuda);
+# 6. a locked-vs-unlocked measurement: the CV of a matmul timed with CUDA events, unlocked, locked
+#    through Arbor's ClockGuard (verified under load), unlocked again (lock skipped with its reason
+#    where this process may not lock).
+# Each step prints its verdict on one line; everything lands in one JSON file; the exit code is
+# non-zero when a step failed. Every step has its own time limit, so the whole stays inside 8 min.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-PY="${PYTHON:-python}"
-OUT="${1:-benchmarks/results/gpu_check_$(hostname 2>/dev/null || echo host).json}"
+PY="${PYTHON:-python3}"
+WHEELS="${ARBOR_WHEELHOUSE:-}"
+OUT=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --wheelhouse) WHEELS="$2"; shift 2 ;;
+    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
+    *) OUT="$1"; shift ;;
+  esac
+done
+if [ -z "$WHEELS" ]; then
+  for d in wheelhouse .whl; do [ -d "$d" ] && ls "$d"/*.whl >/dev/null 2>&1 && WHEELS="$d" && break; done
+fi
+OUT="${OUT:-benchmarks/results/gpu_check_$(hostname 2>/dev/null || echo host).json}"
 mkdir -p "$(dirname "$OUT")"
 TMP="$(mktemp -d)"
 trap 'rm -rf "$TMP"' EXIT
+T0=$(date +%s)
+step() { echo "[$(( $(date +%s) - T0 ))s] $*"; }
 
-printf 'name: gpu-check\ntarget: {problem: p.py, device: cuda}\nsandbox: {clocks: verify}\n' > "$TMP/c.yaml"
-echo 'x = 1' > "$TMP/p.py"
-"$PY" -m arbor doctor "$TMP/c.yaml" --json --skip-llm > "$TMP/doctor.json"
+INSTALL_RC=0
+if [ -n "$WHEELS" ]; then
+  step "install: $(ls "$WHEELS"/*.whl | wc -l) wheels from $WHEELS, no network"
+  "$PY" -m pip install -q --no-index --no-deps --upgrade --disable-pip-version-check "$WHEELS"/*.whl \
+    > "$TMP/install.txt" 2>&1 || INSTALL_RC=$?
+fi
+if ! "$PY" -c "import arbor.cli" >/dev/null 2>&1; then
+  "$PY" -m pip install -q --no-index --no-deps --no-build-isolation --disable-pip-version-check -e . \
+    >> "$TMP/install.txt" 2>&1 || INSTALL_RC=$?
+fi
+if ! "$PY" -c "import arbor.cli, arbor.campaign.run" 2> "$TMP/import.txt"; then
+  echo "gpu_check: Arbor does not import ($(tail -1 "$TMP/import.txt")) — build a wheelhouse where pip" \
+       "works (scripts/wheelhouse.sh 3.12 manylinux_2_28_x86_64 THEIR_PIP_LIST wheelhouse) and pass --wheelhouse" >&2
+  exit 2
+fi
+
+step "device probe (scripts/device_probe.py)"
+timeout -k 10 150 "$PY" scripts/device_probe.py > "$TMP/probe.jsonl" 2> "$TMP/probe.err"
+PROBE_RC=$?
+
+step "arbor doctor campaigns/gpu_level2.yaml"
+timeout -k 10 120 "$PY" -m arbor doctor campaigns/gpu_level2.yaml --json --skip-llm > "$TMP/doctor.json" 2> "$TMP/doctor.err"
 DOCTOR_RC=$?
 
-"$PY" -m pytest -q -m gpu tests -p no:cacheprovider --junitxml="$TMP/gpu_tests.xml" > "$TMP/gpu_tests.txt" 2>&1
+step "gpu-marked tests"
+# SIGINT at the limit: pytest stops and still writes its report
+timeout -s INT -k 20 210 "$PY" -m pytest -q -m gpu tests -p no:cacheprovider --timeout 120 \
+  --junitxml="$TMP/gpu_tests.xml" > "$TMP/gpu_tests.txt" 2>&1
 TESTS_RC=$?
 
-"$PY" - "$TMP" "$OUT" "$DOCTOR_RC" "$TESTS_RC" <<'PYEOF'
+for c in gpu_quickstart gpu_level2; do
+  step "campaign campaigns/$c.yaml (default sandbox)"
+  timeout -k 10 140 "$PY" -m arbor run "campaigns/$c.yaml" --json --store "sqlite:///$TMP/$c.db" \
+    > "$TMP/$c.json" 2> "$TMP/$c.err"
+  echo $? > "$TMP/$c.rc"
+done
+
+if [ -f benchmarks/eval_overhead.py ]; then
+  step "evaluation overhead (benchmarks/eval_overhead.py --device cuda)"
+  timeout -k 10 120 "$PY" -m benchmarks.eval_overhead --device cuda --out "$TMP/eval_overhead.json" \
+    > "$TMP/eval_overhead.txt" 2>&1
+  echo $? > "$TMP/eval_overhead.rc"
+fi
+
+step "clock CV and the report"
+"$PY" - "$TMP" "$OUT" "$INSTALL_RC" "$PROBE_RC" "$DOCTOR_RC" "$TESTS_RC" "$(( $(date +%s) - T0 ))" <<'PYEOF'
 import json, os, socket, statistics, sys, time
 import xml.etree.ElementTree as ET
 
-tmp, out, doctor_rc, tests_rc = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+tmp, out = sys.argv[1], sys.argv[2]
+install_rc, probe_rc, doctor_rc, tests_rc, elapsed = (int(a) for a in sys.argv[3:8])
 report = {"host": socket.gethostname(), "when": time.strftime("%Y-%m-%dT%H:%M:%S"),
-          "loadavg": os.getloadavg(), "doctor_rc": doctor_rc, "gpu_tests_rc": tests_rc}
+          "loadavg": os.getloadavg(), "install_rc": install_rc, "probe_rc": probe_rc,
+          "doctor_rc": doctor_rc, "gpu_tests_rc": tests_rc}
+lines, failed = [], []
+
+
+def verdict(step, ok, text):
+    lines.append(f"{'ok  ' if ok else 'FAIL'} {step:<14} {text}")
+    if not ok:
+        failed.append(step)
+
+
+def read(name, default=""):
+    try:
+        return open(os.path.join(tmp, name)).read()
+    except OSError:
+        return default
+
+
 try:
-    report["doctor"] = json.load(open(f"{tmp}/doctor.json"))
-except (OSError, ValueError) as exc:
-    report["doctor"] = {"error": str(exc)}
+    import torch
+    report["torch"], report["cuda_runtime"] = torch.__version__, torch.version.cuda
+    report["gpu"] = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
+except Exception as exc:  # noqa: BLE001 - the report says what broke
+    report["torch"] = f"{type(exc).__name__}: {exc}"
+
+report["probe"] = [json.loads(ln) for ln in read("probe.jsonl").splitlines() if ln.strip().startswith("{")]
+choice = next((p for p in reversed(report["probe"]) if "chosen" in p or "stop" in p), None)
+if choice is None:
+    text = (read("probe.err").strip().splitlines() or ["no output"])[-1]
+elif choice.get("stop"):
+    text = choice["stop"]
+else:
+    text = (choice.get("notice") or "every layer of the default plan starts the device") + \
+        f" (broken: {', '.join(choice.get('broken') or []) or 'none'})"
+verdict("device probe", probe_rc == 0, text[:300])
+
 try:
-    suite = ET.parse(f"{tmp}/gpu_tests.xml").getroot()
+    report["doctor"] = json.loads(read("doctor.json") or "{}")
+except ValueError as exc:
+    report["doctor"] = {"error": str(exc), "stderr": read("doctor.err")[-1000:]}
+rows = report["doctor"].get("checks", report["doctor"]) if isinstance(report["doctor"], dict) else report["doctor"]
+bad = [r for r in (rows if isinstance(rows, list) else []) if isinstance(r, dict) and r.get("status") == "fail"]
+verdict("doctor", doctor_rc == 0, "all checks pass" if doctor_rc == 0 else
+        "; ".join(f"{r.get('name')}: {r.get('detail') or r.get('fix')}" for r in bad)[:300] or read("doctor.err")[-200:])
+
+try:
+    suite = ET.parse(os.path.join(tmp, "gpu_tests.xml")).getroot()
     suite = suite if suite.tag == "testsuite" else suite[0]
-    report["gpu_tests"] = {k: int(suite.get(k, 0)) for k in ("tests", "failures", "errors", "skipped")}
-    report["gpu_tests"]["failed"] = [f"{c.get('classname')}::{c.get('name')}" for c in suite.iter("testcase")
-                                     if c.find("failure") is not None or c.find("error") is not None]
+    t = {k: int(suite.get(k, 0)) for k in ("tests", "failures", "errors", "skipped")}
+    t["failed"] = [f"{c.get('classname')}::{c.get('name')}" for c in suite.iter("testcase")
+                   if c.find("failure") is not None or c.find("error") is not None]
+    report["gpu_tests"] = t
+    verdict("gpu tests", tests_rc == 0 and not t["failed"],
+            f"{t['tests'] - t['failures'] - t['errors'] - t['skipped']} passed, {len(t['failed'])} failed, "
+            f"{t['skipped']} skipped" + (f" (first: {t['failed'][0]})" if t["failed"] else ""))
 except (OSError, ET.ParseError, IndexError) as exc:
     report["gpu_tests"] = {"error": str(exc)}
-report["gpu_tests_tail"] = open(f"{tmp}/gpu_tests.txt").read()[-3000:]
+    verdict("gpu tests", False, f"no report ({exc})")
+report["gpu_tests_tail"] = read("gpu_tests.txt")[-3000:]
+
+
+def noise_floor(db):
+    try:
+        from arbor.search_tree import open_store
+        store = open_store(f"sqlite:///{db}", read_only=True)
+        try:
+            camp = store.list_campaigns()[0]
+            evs = store.events(camp.id, limit=10, kinds=["baseline"])
+            return float(evs[-1].payload.get("noise_floor")) if evs else None
+        finally:
+            store.close()
+    except Exception:  # noqa: BLE001
+        return None
+
+
+for c in ("gpu_quickstart", "gpu_level2"):
+    rc = int(read(f"{c}.rc", "1").strip() or 1)
+    try:
+        s = json.loads(read(f"{c}.json") or "{}")
+    except ValueError:
+        s = {}
+    floor = noise_floor(os.path.join(tmp, f"{c}.db"))
+    s["noise_floor"] = floor
+    report[c] = s or {"stderr": read(f"{c}.err")[-2000:]}
+    if s.get("speedup"):
+        ci = s.get("ci") or [None, None]
+        text = (f"verified {s['speedup']:.3f}x CI [{ci[0] or 0:.3f}, {ci[1] or 0:.3f}], A/A floor "
+                f"{floor * 100 if floor is not None else float('nan'):.2f}%, {s.get('measurements')} measurements, "
+                f"{s.get('counts')}, stop: {(s.get('stop_reason') or '')[:80]}")
+    else:
+        text = (s.get("error") or s.get("failed") or s.get("stop_reason") or read(f"{c}.err").strip()[-300:]
+                or "no result")
+    ok = rc == 0 and bool(s.get("speedup")) and not s.get("failed")
+    if c == "gpu_quickstart" and floor is not None and floor > 0.01:
+        ok, text = False, f"A/A noise floor {floor * 100:.2f}% > 1%; " + text
+    verdict(c, ok, text)
+
+if os.path.exists(os.path.join(tmp, "eval_overhead.rc")):
+    rc = int(read("eval_overhead.rc", "1").strip() or 1)
+    try:
+        report["eval_overhead"] = json.loads(read("eval_overhead.json") or "{}")
+    except ValueError:
+        report["eval_overhead"] = {}
+    tail = read("eval_overhead.txt").strip().splitlines()
+    verdict("eval overhead", rc == 0, tail[-1][:200] if tail else "no output")
 
 
 def cv_run(label, rounds=30, n=4096):
@@ -68,8 +221,7 @@ def cv_run(label, rounds=30, n=4096):
 
 cv = {"runs": []}
 try:
-    from arbor.sandbox.gpu import ClockGuard, ClockTargets
-    from arbor.sandbox.gpu import ClockError
+    from arbor.sandbox.gpu import ClockError, ClockGuard, ClockTargets
     from arbor.sandbox.runner import Job, JobResult
     cv["runs"].append(cv_run("unlocked"))
     guard = ClockGuard("lock", "cuda", ClockTargets(settle_s=2.0))
@@ -89,9 +241,14 @@ try:
 except Exception as exc:  # noqa: BLE001 - the report says what broke
     cv["error"] = f"{type(exc).__name__}: {exc}"
 report["clock_cv"] = cv
+verdict("clock CV", "error" not in cv,
+        cv.get("error") or ", ".join(f"{r['label']} {r['cv_mad'] * 100:.2f}% ({r['median_ms']:.3f} ms)" for r in cv["runs"])
+        + (f"; lock: {cv['lock_error']}" if "lock_error" in cv else ""))
+
+report["elapsed_s"] = elapsed
+report["verdicts"] = lines
 json.dump(report, open(out, "w"), indent=1, default=str)
-print(json.dumps({"out": out, "doctor_rc": doctor_rc, "gpu_tests": report.get("gpu_tests"),
-                  "clock_cv": [(r["label"], round(r["cv_mad"], 4), round(r["median_ms"], 3)) for r in cv["runs"]],
-                  "lock": cv.get("lock") or cv.get("lock_error") or cv.get("error")}, indent=1, default=str))
-sys.exit(1 if doctor_rc or tests_rc or "error" in cv else 0)
+print("\n".join(lines))
+print(f"report: {out}  ({elapsed} s before the clock CV step)")
+sys.exit(1 if failed or install_rc else 0)
 PYEOF
