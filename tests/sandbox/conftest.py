@@ -1,1 +1,1 @@
-from tests.sandbox.fakes.fixtures import machine, nvml, smi_on_path  # noqa: F401
+from tests.sandbox.fakes.fixtures import libnvml, machine, nvml, smi_on_path  # noqa: F401
