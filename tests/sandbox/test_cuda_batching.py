@@ -197,3 +197,51 @@ def test_the_clock_watch_brackets_only_the_timed_samples_and_attributes_them():
     # each reading is taken with the device idle: outside the events, after the synchronize
     assert readings == [("before", True), ("after", 0, True), ("before", True), ("after", 1, True)]
     assert facts == {"sides": "seen"}
+
+
+def test_the_torch_glue_calls_cuda_as_the_old_per_call_timer_did(monkeypatch):
+    """TorchCuda (the real device behind CudaTimer) against stand-ins for the torch.cuda calls it
+    makes: properties for the flush size, events on the current stream, a device synchronize."""
+    log: list = []
+
+    class Ev:
+        def __init__(self, enable_timing: bool) -> None:
+            assert enable_timing
+            self.t = None
+
+        def record(self, stream) -> None:  # type: ignore[no-untyped-def]
+            self.t = len(log)
+            log.append(("record", stream))
+
+        def synchronize(self) -> None:
+            log.append("event.synchronize")
+
+        def elapsed_time(self, other) -> float:  # type: ignore[no-untyped-def]
+            return 2.0  # ms
+
+    class Stream:
+        cuda_stream = 1234
+
+    class L2:
+        def reset(self, handle) -> None:  # type: ignore[no-untyped-def]
+            log.append(("l2.reset", handle))
+
+    props = type("P", (), {"name": "NVIDIA H100 80GB HBM3", "L2_cache_size": 50 << 20})()
+    monkeypatch.setattr(timing.torch.cuda, "get_device_properties", lambda d: props)
+    monkeypatch.setattr(timing.torch.cuda, "current_stream", lambda d: Stream())
+    monkeypatch.setattr(timing.torch.cuda, "Event", Ev)
+    monkeypatch.setattr(timing.torch.cuda, "synchronize", lambda: log.append("device.synchronize"))
+    monkeypatch.setattr(timing.torch, "empty", lambda n, dtype, device: type(
+        "B", (), {"zero_": lambda self: log.append("flush")})())
+    timer = timing.CudaTimer("cuda:0", L2())
+    assert timer.flush_bytes == 128 << 20  # twice L2, at least 128 MB
+    seconds, out, xs = timer.sample(lambda x: log.append(("call", x)) or x, [[1], [2], [3]], 1, 2, 0)
+    assert (seconds, out, xs) == (2e-3, 3, [3])
+    calls = [e for e in log if isinstance(e, tuple) and e[0] == "call"]
+    assert calls == [("call", 2), ("call", 3)] and log.count("flush") == 2 and log.count("device.synchronize") == 2
+    log.clear()
+    timer.batch = True
+    seconds, out, xs = timer.sample(lambda x: log.append(("call", x)) or x, [[1], [2], [3]], 1, 2, 0)
+    assert seconds == 1e-3 and out == 3  # one event pair around both calls
+    assert [e if not isinstance(e, tuple) else e[0] for e in log] == [
+        "l2.reset", "flush", "record", "call", "call", "record", "event.synchronize", "device.synchronize"]
