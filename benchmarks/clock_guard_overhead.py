@@ -15,7 +15,9 @@ job outside the sampler thread, settles (lock applied, ``settle_s`` waited and v
 ``start()``, and the jobs the guard refused. ``settle_s`` is the default (3 s) so a settle shows
 in the wall time; the fake's load burst costs nothing (a real one starts a torch process).
 
-    python -m benchmarks.clock_guard_overhead [--jobs 6] [--job-s 0.2]
+    python -m benchmarks.clock_guard_overhead [--jobs 6] [--job-s 0.2] [--before OLD.json]
+
+``--before`` embeds the rows of an earlier run (e.g. of the code before a change) in the result.
 
 Writes ``benchmarks/results/clock_guard_overhead.json``.
 """
@@ -23,6 +25,7 @@ Writes ``benchmarks/results/clock_guard_overhead.json``.
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import sys
 import tempfile
@@ -115,6 +118,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--jobs", type=int, default=6)
     ap.add_argument("--job-s", type=float, default=0.2)
+    ap.add_argument("--before", type=Path, default=None, help="an earlier run's result file, kept beside this one")
     args = ap.parse_args(argv)
     started = time.monotonic()
     rows = []
@@ -125,7 +129,11 @@ def main(argv: list[str] | None = None) -> int:
     print(table(rows, [("scenario", "scenario"), ("start_s", "start s"), ("hook_ms_median", "per-job ms"),
                        ("hook_ms_max", "max ms"), ("calls_per_job", "calls/job"),
                        ("settles_after_start", "settles"), ("refused_jobs", "refused"), ("notices", "notices")]))
-    path = write_result("clock_guard_overhead", {"jobs": args.jobs, "job_s": args.job_s, "rows": rows}, started)
+    data: dict = {"jobs": args.jobs, "job_s": args.job_s, "rows": rows}
+    if args.before is not None:
+        old = json.loads(args.before.read_text())
+        data["before"] = {"machine": old.get("machine"), "rows": old.get("rows")}
+    path = write_result("clock_guard_overhead", data, started)
     print(f"wrote {path}")
     return 0
 
