@@ -85,12 +85,22 @@ def _clock_drift(fp: dict, base: dict, tol: float) -> str | None:
 
 
 def paired_readings(facts: dict | None) -> dict | None:
-    """The harness's per-sample GPU readings when there are enough on both sides, else None."""
+    """The harness's per-sample GPU readings when there are enough on both sides, else None (then
+    the job-level readings decide). Readings that do not parse count as none."""
     g = (facts or {}).get("gpu_clocks") or {}
     sides = g.get("sides") or []
-    if g.get("source") is None or len(sides) != 2:
+    if not isinstance(g, dict) or g.get("source") is None or len(sides) != 2:
         return None
-    return g if min(int(s.get("n") or 0) for s in sides) >= PAIRED_MIN_READINGS else None
+    try:
+        clean = [{"n": int(s.get("n") or 0), "throttled": int(s.get("throttled") or 0),
+                  "reasons": int(s.get("reasons") or 0),
+                  "sm_mhz": {float(k): int(v) for k, v in (s.get("sm_mhz") or {}).items()},
+                  "mem_mhz": {float(k): int(v) for k, v in (s.get("mem_mhz") or {}).items()}} for s in sides]
+    except (AttributeError, TypeError, ValueError):
+        return None
+    if min(s["n"] for s in clean) < PAIRED_MIN_READINGS or any(s["throttled"] > s["n"] for s in clean):
+        return None
+    return {**g, "sides": clean}
 
 
 def _why_not_paired(facts: dict | None) -> str:
@@ -101,8 +111,8 @@ def _why_not_paired(facts: dict | None) -> str:
         return f"{head} (no per-sample readings in this measurement: an older harness, or no CUDA device)"
     if g.get("source") is None:
         return f"{head} (per-sample readings unavailable: {g.get('why') or 'no NVML in the job'})"
-    n = [int(s.get("n") or 0) for s in g.get("sides") or []]
-    return f"{head} (per-sample readings: {n}, fewer than {PAIRED_MIN_READINGS} on a side)"
+    n = [s.get("n") if isinstance(s, dict) else None for s in g.get("sides") or []]
+    return f"{head} (per-sample readings: {n}, fewer than {PAIRED_MIN_READINGS} on a side, or unreadable)"
 
 
 def _names(mask: int) -> str:
@@ -113,7 +123,7 @@ def _throttle_sides_differ(g: dict, tol: float) -> str | None:
     """The share of throttled samples (a power/thermal reason set, or a violation counter moving
     during the sample) per side: different beyond ``tol`` and beyond chance."""
     (a, b) = g["sides"]
-    (na, ka), (nb, kb) = (int(a["n"]), int(a["throttled"])), (int(b["n"]), int(b["throttled"]))
+    (na, ka), (nb, kb) = (a["n"], a["throttled"]), (b["n"], b["throttled"])
     pa, pb = ka / na, kb / nb
     pooled = (ka + kb) / (na + nb)
     se = math.sqrt(pooled * (1 - pooled) * (1 / na + 1 / nb))
@@ -121,13 +131,13 @@ def _throttle_sides_differ(g: dict, tol: float) -> str | None:
         return None
     hi, lo = (0, 1) if pa > pb else (1, 0)
     side = g["sides"][hi]
-    return (f"the GPU throttled the {SIDES[hi]} side only: {_names(int(side.get('reasons') or 0))} in "
+    return (f"the GPU throttled the {SIDES[hi]} side only: {_names(side['reasons'])} in "
             f"{side['throttled']} of its {side['n']} samples, against {g['sides'][lo]['throttled']} of "
             f"{g['sides'][lo]['n']} on the {SIDES[lo]} side (per-sample readings)")
 
 
 def _hist(side: dict, key: str) -> list[tuple[float, int]]:
-    return sorted((float(k), int(v)) for k, v in (side.get(key) or {}).items())
+    return sorted((k, v) for k, v in side[key].items() if v > 0)
 
 
 def _median(h: list[tuple[float, int]]) -> float:
@@ -168,7 +178,8 @@ def _off_lock(g: dict, fp: dict, tol: float) -> str | None:
     if not fp.get("clocks_locked") or tol <= 0:
         return None
     off = []
-    for key, what, want in (("sm_mhz", "SM", targets.get("graphics_mhz")), ("mem_mhz", "memory", targets.get("memory_mhz"))):
+    for key, what, want in (("sm_mhz", "SM", targets.get("graphics_mhz")),
+                            ("mem_mhz", "memory", targets.get("memory_mhz"))):
         if not isinstance(want, (int, float)):
             continue
         for i, side in enumerate(g["sides"]):

@@ -146,3 +146,11 @@ def test_the_tolerance_almost_never_refuses_a_shared_cap_and_catches_a_one_sided
     caught = sum(gate_env(ev(_simulated(0.6, 0.1, 40, rng, shared=False)), None, cfg) is not None
                  for _ in range(200))
     assert caught / 200 > 0.95
+
+
+def test_readings_that_do_not_parse_fall_back_to_the_job_level_verdict():
+    bad = clocks({"n": "many", "throttled": 1}, side())
+    out = gate_env(ev(bad), None, CriticConfig())
+    assert out is not None and "job-level readings only" in out.reason
+    impossible = clocks(side(n=10, throttled=11), side(n=10))
+    assert "job-level readings only" in gate_env(ev(impossible), None, CriticConfig()).reason
