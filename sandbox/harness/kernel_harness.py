@@ -3,8 +3,8 @@
 Run as ``python -I -B kernel_harness.py request.json`` inside a throw-away workdir; writes
 ``result.json`` there. STANDALONE on purpose (stdlib + torch + numpy only, never ``import arbor``):
 it is shipped into the sandbox as files, so it must work where Arbor is not installed (containers).
-Its helper modules (kernel_checks, integrity, timing, calibration, clock_watch, cost, fingerprint) are loaded by path
-before any candidate code runs, and every defence against the reward hacks of
+Its helper modules (kernel_checks, integrity, timing, calibration, clock_watch, cost, fingerprint)
+are loaded by path before any candidate code runs, and every defence against the reward hacks of
 docs/integrity.md#reward-hacks that needs the live tensors lives here; the Critic re-derives
 every statistic from the raw samples.
 
@@ -17,7 +17,6 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import json
-import math
 import os
 import random
 import sys
