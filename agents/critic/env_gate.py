@@ -2,13 +2,25 @@
 
 Every measurement times baseline and candidate interleaved in one process, so the speedup itself
 is paired; but values are compared across measurements (against the parent, the best, the
-baseline's noise floor) and a speedup measured on a throttling GPU or another machine does not
-transfer (the same reference timed on two H100 variants differs by 1.51x). Identity changes
-(host, device, CPU model, thread count, driver, torch) reject outright; transient ones (throttle
-reasons, clocks away from the baseline's) get one re-measurement first.
+baseline's noise floor) and a speedup measured on another machine does not transfer (the same
+reference timed on two H100 variants differs by 1.51x). Identity changes (host, device, CPU
+model, thread count, driver, torch) reject outright; transient ones get one re-measurement first.
+
+Throttling is judged as a paired measurement. A power cap that every sustained GEMM hits is the
+normal state of a card with unlocked clocks, and it slows the reference and the candidate alike
+when they are timed interleaved — that is not drift (seen on an H100: a long fp32 GEMM baseline
+refused for ``SwPowerCap`` that hit both halves of its own A/A measurement). The harness reads the
+GPU's clock-event reasons and clocks around every timed sample, per side
+(``facts["gpu_clocks"]``, sandbox/harness/clock_watch.py); with those readings the gate refuses
+only when the two sides saw different throttle states or clocks, or a locked clock moved off its
+lock. Where only job-level readings exist (the runner's sampler, readings before and after timing,
+measurements from before per-sample readings) it cannot tell the sides apart and refuses any
+throttling, as before, saying why.
 """
 
 from __future__ import annotations
+
+import math
 
 from .evidence import CriticConfig, Evidence, GateOutcome, remeasure_or_reject
 
@@ -19,6 +31,14 @@ IDENTITY_KEYS = ("host", "kernel", "device", "device_name", "gpu_name", "cpu_mod
 # SwPowerCap 0x4, HwSlowdown 0x8, SwThermal 0x20, HwThermal 0x40, HwPowerBrake 0x80.
 BAD_THROTTLE = {0x4: "SwPowerCap", 0x8: "HwSlowdown", 0x20: "SwThermal", 0x40: "HwThermal",
                 0x80: "HwPowerBrake"}
+SIDES = ("reference (A)", "candidate (B)")
+# Per-sample readings are trusted with at least this many per side (the harness's min_repeats is 5+).
+PAIRED_MIN_READINGS = 5
+# A difference between the sides must also be this many standard errors wide (99%, two-sided):
+# under a cause both sides share, readings of interleaved samples agree more than independent
+# draws would, so a shared power cap almost never crosses it; a side-specific one (a kernel that
+# draws more power than the other) does, once it shows in more than a few samples.
+PAIRED_Z = 2.576
 
 
 def _states(fp: dict) -> list[tuple[str, dict]]:
@@ -64,6 +84,118 @@ def _clock_drift(fp: dict, base: dict, tol: float) -> str | None:
     return None
 
 
+def paired_readings(facts: dict | None) -> dict | None:
+    """The harness's per-sample GPU readings when there are enough on both sides, else None (then
+    the job-level readings decide). Readings that do not parse count as none."""
+    g = (facts or {}).get("gpu_clocks") or {}
+    sides = g.get("sides") or []
+    if not isinstance(g, dict) or g.get("source") is None or len(sides) != 2:
+        return None
+    try:
+        clean = [{"n": int(s.get("n") or 0), "throttled": int(s.get("throttled") or 0),
+                  "reasons": int(s.get("reasons") or 0),
+                  "sm_mhz": {float(k): int(v) for k, v in (s.get("sm_mhz") or {}).items()},
+                  "mem_mhz": {float(k): int(v) for k, v in (s.get("mem_mhz") or {}).items()}} for s in sides]
+    except (AttributeError, TypeError, ValueError):
+        return None
+    if min(s["n"] for s in clean) < PAIRED_MIN_READINGS or any(s["throttled"] > s["n"] for s in clean):
+        return None
+    return {**g, "sides": clean}
+
+
+def _why_not_paired(facts: dict | None) -> str:
+    """Why a throttle verdict rests on job-level readings only (they cover the whole job, both sides)."""
+    g = (facts or {}).get("gpu_clocks")
+    head = "job-level readings only, which cannot tell the reference's samples from the candidate's"
+    if not g:
+        return f"{head} (no per-sample readings in this measurement: an older harness, or no CUDA device)"
+    if g.get("source") is None:
+        return f"{head} (per-sample readings unavailable: {g.get('why') or 'no NVML in the job'})"
+    n = [s.get("n") if isinstance(s, dict) else None for s in g.get("sides") or []]
+    return f"{head} (per-sample readings: {n}, fewer than {PAIRED_MIN_READINGS} on a side, or unreadable)"
+
+
+def _names(mask: int) -> str:
+    return "+".join(name for bit, name in BAD_THROTTLE.items() if mask & bit) or "power/thermal limit"
+
+
+def _throttle_sides_differ(g: dict, tol: float) -> str | None:
+    """The share of throttled samples (a power/thermal reason set, or a violation counter moving
+    during the sample) per side: different beyond ``tol`` and beyond chance."""
+    (a, b) = g["sides"]
+    (na, ka), (nb, kb) = (a["n"], a["throttled"]), (b["n"], b["throttled"])
+    pa, pb = ka / na, kb / nb
+    pooled = (ka + kb) / (na + nb)
+    se = math.sqrt(pooled * (1 - pooled) * (1 / na + 1 / nb))
+    if abs(pa - pb) <= tol or se == 0 or abs(pa - pb) / se <= PAIRED_Z:
+        return None
+    hi, lo = (0, 1) if pa > pb else (1, 0)
+    side = g["sides"][hi]
+    return (f"the GPU throttled the {SIDES[hi]} side only: {_names(side['reasons'])} in "
+            f"{side['throttled']} of its {side['n']} samples, against {g['sides'][lo]['throttled']} of "
+            f"{g['sides'][lo]['n']} on the {SIDES[lo]} side (per-sample readings)")
+
+
+def _hist(side: dict, key: str) -> list[tuple[float, int]]:
+    return sorted((k, v) for k, v in side[key].items() if v > 0)
+
+
+def _median(h: list[tuple[float, int]]) -> float:
+    n, seen = sum(c for _, c in h), 0
+    for value, count in h:
+        seen += count
+        if 2 * seen > n:
+            return value
+    return h[-1][0]
+
+
+def _median_se(h: list[tuple[float, int]]) -> float:
+    """Robust standard error of a median from a histogram: 1.2533 x 1.4826 MAD / sqrt(n)."""
+    n, med = sum(c for _, c in h), _median(h)
+    mad = _median(sorted((abs(v - med), c) for v, c in h))
+    return 1.2533 * 1.4826 * mad / math.sqrt(n)
+
+
+def _clocks_differ(g: dict, tol: float) -> str | None:
+    """Median SM and memory clocks of the two sides' samples more than ``tol`` MHz apart (and
+    beyond chance: unlocked boost clocks spread hundreds of MHz under a power cap)."""
+    for key, what in (("sm_mhz", "SM"), ("mem_mhz", "memory")):
+        ha, hb = (_hist(s, key) for s in g["sides"])
+        if sum(c for _, c in ha) < 3 or sum(c for _, c in hb) < 3:
+            continue
+        ma, mb = _median(ha), _median(hb)
+        se = math.hypot(_median_se(ha), _median_se(hb))
+        if abs(ma - mb) > tol and abs(ma - mb) > PAIRED_Z * se:
+            return (f"the two sides ran at different {what} clocks: median {ma:g} MHz over the {SIDES[0]} "
+                    f"samples, {mb:g} MHz over the {SIDES[1]} (tolerance {tol:g} MHz; per-sample readings)")
+    return None
+
+
+def _off_lock(g: dict, fp: dict, tol: float) -> str | None:
+    """A locked clock must hold through the timed samples: a side whose median clock is off the lock
+    by more than ``tol`` ran somewhere the campaign's other measurements did not."""
+    targets = fp.get("clock_targets") or {}
+    if not fp.get("clocks_locked") or tol <= 0:
+        return None
+    off = []
+    for key, what, want in (("sm_mhz", "SM", targets.get("graphics_mhz")),
+                            ("mem_mhz", "memory", targets.get("memory_mhz"))):
+        if not isinstance(want, (int, float)):
+            continue
+        for i, side in enumerate(g["sides"]):
+            h = _hist(side, key)
+            if h and abs(_median(h) - want) > tol:
+                off.append(f"{what} clock {_median(h):g} MHz over the {SIDES[i]} samples")
+    return (f"the locked clocks moved: {'; '.join(off)} (locked at {targets.get('graphics_mhz')}/"
+            f"{targets.get('memory_mhz')} MHz, tolerance {tol:g} MHz; per-sample readings)") if off else None
+
+
+def _paired_drift(g: dict, fp: dict, cfg: CriticConfig) -> str | None:
+    return (_throttle_sides_differ(g, cfg.throttle_share_tolerance)
+            or (_clocks_differ(g, cfg.clock_tolerance_mhz) if cfg.clock_tolerance_mhz > 0 else None)
+            or _off_lock(g, fp, cfg.clock_tolerance_mhz))
+
+
 def gate_env(ev: Evidence, st, cfg: CriticConfig) -> GateOutcome | None:  # type: ignore[no-untyped-def]
     if not cfg.check_env or ev.status != "ok" or not ev.fingerprint:
         return None
@@ -75,10 +207,16 @@ def gate_env(ev: Evidence, st, cfg: CriticConfig) -> GateOutcome | None:  # type
             return GateOutcome("reject", "env_drift", "measured in a different environment than the "
                                f"baseline ({'; '.join(changed[:3])}): timings do not transfer "
                                "across machines; rerun where the baseline ran or start a new campaign")
-    throttled = _throttles(fp)
-    if throttled:
-        return remeasure_or_reject(ev, cfg, "env_drift",
-                                   f"the GPU was throttled: {', '.join(throttled[:3])}")
+    paired = paired_readings(ev.facts)
+    if paired is not None:  # throttling both sides saw alike (a power cap on a GEMM) is not drift
+        why = _paired_drift(paired, fp, cfg)
+        if why:
+            return remeasure_or_reject(ev, cfg, "env_drift", why)
+    else:
+        throttled = _throttles(fp)
+        if throttled:
+            return remeasure_or_reject(ev, cfg, "env_drift", f"the GPU was throttled: {', '.join(throttled[:3])} "
+                                       f"— {_why_not_paired(ev.facts)}")
     drift = _clock_drift(fp, base, cfg.clock_tolerance_mhz) if base and not ev.is_root else None
     if drift:
         return remeasure_or_reject(ev, cfg, "env_drift", drift)

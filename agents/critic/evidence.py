@@ -37,6 +37,9 @@ class CriticThresholds(BaseModel):
                                       description="CPU: share of the timing phase inside the timer")
     clock_tolerance_mhz: float = Field(default=50.0, ge=0, description="locked GPU clocks vs the baseline's "
                                        "(0: do not compare)")
+    throttle_share_tolerance: float = Field(default=0.1, ge=0, le=1, description="GPU: how much the shares of "
+                                            "throttled samples may differ between the reference's and the "
+                                            "candidate's side (and only beyond 99% significance) before env_drift")
     check_env: bool = Field(default=True, description="env_drift gate on/off")
     # How much slower than in the baseline's measurement the reference may run: the baseline's A/A
     # noise floor times ``reference_drift_per_noise``, at least ``reference_drift_min`` and at most

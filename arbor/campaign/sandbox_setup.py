@@ -4,8 +4,10 @@ The sandbox package never touches the store (dependencies point one way), so thi
 what the store must remember about the machine:
 
 * ``sandbox_notice`` — isolation this machine could not provide (shown as a warning as well),
-  including a layer the GPU device check replaced (with the probe's findings) and the reason a
-  campaign stopped before its baseline because the device cannot start inside the sandbox;
+  including a layer the GPU device check replaced (with the probe's findings), the reason a
+  campaign stopped before its baseline because the device cannot start inside the sandbox, and the
+  clock guard's advice (a power-capped card under ``clocks: verify``: once per campaign, resumes
+  included);
 * ``clocks_locked`` / ``clocks_restored`` — a lock without its restore means an Arbor died with
   the GPU pinned; the next start on this host restores it before doing anything else.
 """
@@ -121,12 +123,21 @@ def open_sandbox(spec: CampaignSpec, store: Store, campaign_id: int, report: Rep
         def on_restore(rec: dict) -> None:
             store.append_event(campaign_id, "clocks_restored", {**rec, "host": host}, agent="sandbox")
 
+        def on_notice(text: str) -> None:  # the guard says it once per run; the store, once per campaign
+            seen = store.events(campaign_id, limit=10_000, kinds=("sandbox_notice",))
+            if any((e.payload or {}).get("code") == "clocks" for e in seen):
+                return
+            store.append_event(campaign_id, "sandbox_notice", {"text": text, "code": "clocks", "runner": runner.name},
+                               agent="sandbox")
+            report("sandbox_warning", {"text": text})
+
         device = _device(spec)
         if device.startswith("cuda"):
             restore_stale_clocks(store, campaign_id, backend_factory, report)
         guard = ClockGuard(sb.clocks, device, ClockTargets(t.graphics_mhz, t.memory_mhz, t.tolerance_mhz,
                                                             t.settle_s),
-                           backend_factory=backend_factory, on_lock=on_lock, on_restore=on_restore)
+                           backend_factory=backend_factory, on_lock=on_lock, on_restore=on_restore,
+                           on_notice=on_notice)
         locked = guard.start()
         if locked is not None:
             report("sandbox_info", {"text": f"GPU {locked['index']} clocks locked at "

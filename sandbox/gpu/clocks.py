@@ -5,13 +5,21 @@ minutes apart must know the GPU ran at the same speed for both:
 
 * ``lock``   — pin graphics and memory clocks (NVML, nvidia-smi, amd-smi) at a clock the GPU can
   sustain under load (an explicit ``clock_targets``, else a base/TDP clock, never max boost),
-  **verify the lock under a load burst** (an idle GPU reads low whether or not the driver took
-  the lock) and refuse to measure when it did not take; re-check before every job; restore the
-  saved state on close, Ctrl-C, ``atexit`` and SIGTERM. A crash leaves a ``clocks_locked`` record
-  (with the owner's pid) in the store that the next start finds and undoes.
+  **settle and verify the lock under a load burst** (an idle GPU reads low whether or not the
+  driver took the lock) and refuse to measure when it did not take — once per campaign, in
+  ``start``; restore the saved state on close, Ctrl-C, ``atexit`` and SIGTERM. A crash leaves a
+  ``clocks_locked`` record (with the owner's pid) in the store that the next start finds and undoes.
 * ``verify`` — change nothing; check that clocks are where ``clock_targets`` say (if given) and
-  record them in every fingerprint, so the Critic's env gate sees drift and throttling.
+  record them in every fingerprint, so the Critic's env gate sees drift and throttling. A card
+  that hits its power cap under a job gets one notice (``on_notice``) recommending ``lock``.
 * ``ignore`` — record what can be read, check nothing.
+
+Per job the lock is only *checked*, cheaply: the reading before the job (clocks and clock-event
+reasons; NVML: six queries, no process) and the sampler's readings during the previous job. An
+idle GPU parks its clocks, so an idle reading below the lock says nothing; a clock above the lock,
+or off it while the GPU works and no power or thermal limit holds it down, says the lock was lost
+(a driver reload, ``nvidia-smi -rgc`` by someone else) — then, and only then, the lock is applied,
+settled and verified under load again before the job (``settles`` counts them).
 
 The device is the physical GPU the job will see (``CUDA_VISIBLE_DEVICES`` applied), held by UUID
 (AMD: PCI address). During every job a sampler thread records clock-event reasons and the
@@ -60,6 +68,7 @@ class ClockGuard:
     backend_factory: Callable[[], GpuBackend] = open_backend
     on_lock: Callable[[dict], None] | None = None  # the store's "clocks_locked" record, written
     on_restore: Callable[[dict], None] | None = None  # before locking; "clocks_restored" after
+    on_notice: Callable[[str], None] | None = None  # advice about the clock mode: once per guard
     sleep: Callable[[float], None] = time.sleep
     env: dict | None = None  # the environment jobs inherit (None: this process's)
     load: Callable[..., ContextManager] | None = None  # load(key) keeps the GPU busy (default: matmuls)
@@ -69,6 +78,7 @@ class ClockGuard:
     locked: dict | None = None  # what start() locked (the store's "clocks_locked" payload)
     gpu_error: str | None = None
     unhealthy: str | None = None  # set when the GPU did not recover from a killed job
+    settles: int = 0  # times the lock was applied, settled and verified under load (1: start only)
     key: object = None  # the physical device: UUID (NVIDIA) or PCI address (AMD) once resolved
     saved: dict = field(default_factory=dict)
     _sampler: watch.ThrottleSampler | None = None
@@ -76,6 +86,9 @@ class ClockGuard:
     _visible: object = None
     _lock_args: tuple = (None, None)
     _prev_sigterm: object = None
+    _lost: str | None = None  # what the last job's readings say about the lock (None: it held)
+    _resettled: str | None = None  # why the lock was settled again before the current job
+    _noticed: bool = False
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -159,13 +172,19 @@ class ClockGuard:
         self._install_restore()
         self._lock_args = (g, m)  # a re-lock repeats the request (a symbolic TDP/STABLE target too)
         try:
-            self._driver_lock(g, m)
-            self.sleep(self.targets.settle_s)
-            self._verify_under_load(g)
+            self._settle()
         except ClockError:
             self.restore("the lock was refused or did not take")
             raise
         return self.locked
+
+    def _settle(self) -> None:
+        """Apply the lock, wait ``settle_s``, read it back under load: the expensive part, done in
+        ``start`` and again only when a job's readings say the lock was lost."""
+        self._driver_lock(*self._lock_args)
+        self.sleep(self.targets.settle_s)
+        self._verify_under_load(self._lock_args[0], first=self.settles == 0)
+        self.settles += 1
 
     def _driver_lock(self, g, m) -> None:  # type: ignore[no-untyped-def]
         assert self.backend is not None
@@ -179,8 +198,9 @@ class ClockGuard:
             return self.load(self.key)
         return watch.load_burst(self._visible if self._amd else self.key, amd=self._amd)
 
-    def _verify_under_load(self, g) -> None:  # type: ignore[no-untyped-def]
-        """Read the clocks while the GPU works: idle readings cannot tell a lock from no lock."""
+    def _verify_under_load(self, g, first: bool = True) -> None:  # type: ignore[no-untyped-def]
+        """Read the clocks while the GPU works: idle readings cannot tell a lock from no lock.
+        Only the first verification fills the lock record (a re-settle must hold the same clock)."""
         assert self.backend is not None and self.locked is not None
         with self._load():
             self.sleep(min(1.0, self.targets.settle_s))
@@ -188,10 +208,11 @@ class ClockGuard:
         if st.idle:
             raise ClockError(f"GPU {self.key}: the driver reports it idle during the load burst, so the lock "
                              "cannot be verified — is another process holding the GPU?")
-        if not isinstance(g, int):  # a symbolic target (TDP, STABLE_STD): the loaded clock is the target
+        if first and not isinstance(g, int):  # a symbolic target (TDP, STABLE_STD): the loaded clock is it
             self.targets.graphics_mhz = st.graphics_mhz
             self.locked["graphics_mhz"] = st.graphics_mhz
-        self.locked["under_load"] = st.to_dict()
+        if first:
+            self.locked["under_load"] = st.to_dict()
         self._check(st, "lock", strict=True)
 
     def _off(self, state: GpuState, strict: bool = False) -> list[str]:
@@ -266,16 +287,19 @@ class ClockGuard:
         if self.unhealthy:
             raise ClockError(f"GPU unhealthy: {self.unhealthy} — stop here; reset the GPU (nvidia-smi -r / "
                              "amd-smi reset -G) or reboot before measuring again")
+        self._resettled = None
         if self.backend is None:
             return
-        if self.mode != "ignore" and (self.locked or self._has_targets):
-            state = self.backend.state(self.key)
-            if self._off(state):
-                if self.mode == "lock":  # someone reset them (driver reload, another tool): once more
-                    self._driver_lock(*self._lock_args)
-                    self.sleep(self.targets.settle_s)
-                    state = self.backend.state(self.key)
-                self._check(state, self.mode)
+        checked = self.mode != "ignore" and bool(self.locked or self._has_targets)
+        now = self._read(quick=True, strict=checked)  # a lock that cannot be read cannot be trusted
+        if self.mode == "lock" and self.locked:
+            why = self._lost or (self._lost_now(now) if now is not None else None)
+            if why:  # someone reset them (driver reload, another tool): settle and verify once more
+                self._settle()
+                self._resettled, self._lost = why, None
+                now = self._read(quick=True)
+        elif self.mode == "verify" and self._has_targets and now is not None:
+            self._check(now, "verify")
         procs = getattr(self.backend, "processes", None)
         try:
             self._pids_before = set(procs(self.key)) if procs is not None else set()
@@ -285,12 +309,54 @@ class ClockGuard:
         except ClockError:
             self._pids_before = set()
         backend, key = self.backend, self.key
+        quick = getattr(backend, "quick_state", None) or backend.state
         # NVML reads are cheap; each CLI reading is a process start, which must not load the host
         interval = self.sample_interval_s if backend.name == "nvml" else max(1.0, self.sample_interval_s)
-        self._sampler = watch.ThrottleSampler(lambda: backend.state(key), interval)
-        self._sampler.start()
+        self._sampler = watch.ThrottleSampler(lambda: quick(key), interval)
+        self._sampler.start(first=now)
 
-    def fingerprint(self) -> dict:
+    def _read(self, quick: bool = False, strict: bool = False) -> GpuState | None:
+        assert self.backend is not None
+        read = (getattr(self.backend, "quick_state", None) if quick else None) or self.backend.state
+        try:
+            return read(self.key)
+        except ClockError:
+            if strict:
+                raise
+            return None
+
+    def _lost_now(self, st: GpuState) -> str | None:
+        """Whether a reading between jobs proves the lock gone. An idle GPU parks its clocks (GDDR
+        boards the memory clock too), so a low idle reading proves nothing; a clock above the lock
+        does, and so does one off it while the GPU works with no power or thermal limit engaged."""
+        t, off = self.targets, []
+        held_down = bool((st.throttle_reasons or 0) & BAD_THROTTLE_MASK)
+        for what, now, want in (("graphics", st.graphics_mhz, t.graphics_mhz), ("memory", st.memory_mhz, t.memory_mhz)):
+            if not want or now is None or abs(now - want) <= t.tolerance_mhz:
+                continue
+            if now > want or not (st.idle or held_down):
+                off.append(f"{what} {now} MHz (locked at {want}±{t.tolerance_mhz})")
+        return f"before a job: {', '.join(off)}" if off else None
+
+    def _lost_under_load(self, sampled: dict) -> str | None:
+        """The sampler's busy readings of the last job: a lock that holds keeps the unthrottled
+        clock at the target (a power or thermal limit may pull it below: that is throttling, which
+        the Critic judges, not a lost lock) and never lets it boost above."""
+        t, off = self.targets, []
+        for what, lo, hi, want in (
+                ("graphics", sampled.get("steady_graphics_mhz"), sampled.get("graphics_max_mhz"), t.graphics_mhz),
+                ("memory", sampled.get("memory_min_mhz"), sampled.get("memory_max_mhz"), t.memory_mhz)):
+            if not want:
+                continue
+            if hi is not None and hi > want + t.tolerance_mhz:
+                off.append(f"{what} up to {hi} MHz")
+            elif lo is not None and abs(lo - want) > t.tolerance_mhz:
+                off.append(f"{what} at {lo} MHz")
+        return (f"during the last job: {', '.join(off)} under load (locked at {t.graphics_mhz}/{t.memory_mhz} MHz)"
+                if off else None)
+
+    def fingerprint(self, state: GpuState | None = None) -> dict:
+        """Host facts and the GPU's state now (``state``: a full reading just made, reused)."""
         fp = dict(host_fingerprint())
         fp["clock_mode"] = self.mode
         if self.targets.graphics_mhz or self.targets.memory_mhz:
@@ -303,7 +369,7 @@ class ClockGuard:
             fp["gpu_error"] = self.gpu_error
             return fp
         try:
-            st = self.backend.state(self.key)
+            st = state if state is not None else self.backend.state(self.key)
         except ClockError as exc:
             fp["gpu_error"] = str(exc)
             return fp
@@ -313,15 +379,22 @@ class ClockGuard:
         return fp
 
     def after(self, job: Job, result: JobResult) -> None:
-        sampled = self._sampler.stop() if self._sampler is not None else None
-        self._sampler = None
-        fp = self.fingerprint()
+        sampler, self._sampler = self._sampler, None
+        sampled = sampler.stop(final=lambda: self.backend.state(self.key)) if sampler is not None else None
+        fp = self.fingerprint(sampler.last if sampler is not None else None)  # the end reading, not a second one
+        if self._resettled:
+            fp["clock_resettled"] = f"the lock was lost ({self._resettled}) and settled again before this job"
         if sampled is not None:
             fp["gpu_sampled"] = sampled
             lo, t = sampled.get("graphics_min_mhz"), self.targets
             if self.locked and t.graphics_mhz and lo is not None and lo < t.graphics_mhz - t.tolerance_mhz:
                 fp["gpu_clock_off_under_load"] = (f"graphics clock fell to {lo} MHz during the job "
                                                   f"(locked at {t.graphics_mhz} MHz)")
+            if self.mode == "lock" and self.locked:
+                self._lost = self._lost_under_load(sampled)
+            if self.mode == "verify" and sampled.get("power_capped"):
+                fp["gpu_power_capped"] = True
+                self._notice_power_cap(sampled)
         if result.timed_out and self.gpu and self.backend is not None:
             why = watch.recover_after_kill(self.backend, self.key, self._pids_before,
                                                self.sanity or self._default_sanity, sleep=self.sleep)
@@ -329,6 +402,19 @@ class ClockGuard:
                 self.unhealthy = why
                 fp["gpu_unhealthy"] = why
         result.fingerprint.update(fp)
+
+    def _notice_power_cap(self, sampled: dict) -> None:
+        """Under ``verify`` a power cap is the card's normal state under sustained load: boost
+        clocks then move with power draw, which the Critic judges per side of each measurement,
+        but values compared across measurements move with it. Said once, with the fix."""
+        if self._noticed or self.on_notice is None:
+            return
+        self._noticed = True
+        ms = (sampled.get("violation_ms") or {}).get("power")
+        held = f" for {ms:g} ms" if ms else ""
+        self.on_notice(f"GPU {self.key} ran at its power cap (SwPowerCap){held} during a measurement under "
+                       "sandbox.clocks: verify: its boost clock follows power draw, so timings taken minutes "
+                       "apart differ — use sandbox.clocks: lock (root) to hold a clock it sustains")
 
     def _default_sanity(self, key) -> str | None:  # type: ignore[no-untyped-def]
         return watch.sanity_kernel(self._visible if self._amd else key, amd=self._amd)

@@ -40,6 +40,10 @@ class GpuBackend(Protocol):
 
     def state(self, key) -> GpuState: ...  # type: ignore[no-untyped-def]
 
+    # optional: ``quick_state(key)`` — only what changes from moment to moment (clocks, clock-event
+    # reasons, violation counters), for per-job checks and the sampler; the guard uses ``state``
+    # where a backend has no cheaper reading (a CLI answers everything in one process start)
+
     def default_targets(self, key) -> tuple: ...  # type: ignore[no-untyped-def]  (g, m[, source])
 
     def lock(self, key, graphics_mhz, memory_mhz) -> None: ...  # type: ignore[no-untyped-def]
@@ -61,6 +65,7 @@ class NvmlBackend:
             raise ClockError("NVML: nvidia-ml-py is not installed — pip install 'arbor-opt[gpu]'") from None
         self.nv = pynvml
         self._events: dict = {}
+        self._handles: dict = {}  # key -> handle: valid until nvmlShutdown, and a UUID lookup is not free
         try:
             pynvml.nvmlInit()
         except pynvml.NVMLError as exc:
@@ -79,6 +84,12 @@ class NvmlBackend:
         return str(exc) or type(exc).__name__
 
     def _h(self, key):  # type: ignore[no-untyped-def]
+        h = self._handles.get(key)
+        if h is None:
+            h = self._handles[key] = self._lookup(key)
+        return h
+
+    def _lookup(self, key):  # type: ignore[no-untyped-def]
         nv = self.nv
         try:
             if isinstance(key, str) and key.startswith("MIG-"):
@@ -103,13 +114,12 @@ class NvmlBackend:
     def count(self) -> int:
         return int(self.nv.nvmlDeviceGetCount())
 
-    def state(self, key) -> GpuState:  # type: ignore[no-untyped-def]
+    def quick_state(self, key) -> GpuState:  # type: ignore[no-untyped-def]
+        """Clocks, clock-event reasons and violation counters only: six queries, what a per-job
+        check and the sampler need (``state`` adds identity, temperature and power)."""
         nv, h = self.nv, self._h(key)
         reasons = getattr(nv, "nvmlDeviceGetCurrentClocksEventReasons", None) or \
             nv.nvmlDeviceGetCurrentClocksThrottleReasons
-        power = self._try(nv.nvmlDeviceGetPowerUsage, h)
-        dec = (lambda v: v.decode() if isinstance(v, bytes) else v)  # noqa: E731 - old bindings return bytes
-        pci = self._try(nv.nvmlDeviceGetPciInfo, h)
         viol = {}
         for what, policy in (("power", getattr(nv, "NVML_PERF_POLICY_POWER", 0)),
                              ("thermal", getattr(nv, "NVML_PERF_POLICY_THERMAL", 1))):
@@ -117,17 +127,23 @@ class NvmlBackend:
             if v is not None:
                 viol[what] = int(v.violationTime)
         return GpuState(
-            index=key, name=dec(self._try(nv.nvmlDeviceGetName, h)), uuid=dec(self._try(nv.nvmlDeviceGetUUID, h)),
-            driver=dec(self._try(nv.nvmlSystemGetDriverVersion)),
-            graphics_mhz=self._try(nv.nvmlDeviceGetClockInfo, h, nv.NVML_CLOCK_GRAPHICS),
+            index=key, graphics_mhz=self._try(nv.nvmlDeviceGetClockInfo, h, nv.NVML_CLOCK_GRAPHICS),
             memory_mhz=self._try(nv.nvmlDeviceGetClockInfo, h, nv.NVML_CLOCK_MEM),
             sm_mhz=self._try(nv.nvmlDeviceGetClockInfo, h, nv.NVML_CLOCK_SM),
-            temperature_c=self._try(nv.nvmlDeviceGetTemperature, h, nv.NVML_TEMPERATURE_GPU),
-            power_w=power / 1000.0 if power is not None else None,
-            throttle_reasons=self._try(reasons, h),
-            pci_bus_id=dec(getattr(pci, "busId", None)) if pci is not None else None,
-            violation_ns=viol,
-        )
+            throttle_reasons=self._try(reasons, h), violation_ns=viol)
+
+    def state(self, key) -> GpuState:  # type: ignore[no-untyped-def]
+        nv, h = self.nv, self._h(key)
+        st = self.quick_state(key)
+        power = self._try(nv.nvmlDeviceGetPowerUsage, h)
+        dec = (lambda v: v.decode() if isinstance(v, bytes) else v)  # noqa: E731 - old bindings return bytes
+        pci = self._try(nv.nvmlDeviceGetPciInfo, h)
+        st.name, st.uuid = dec(self._try(nv.nvmlDeviceGetName, h)), dec(self._try(nv.nvmlDeviceGetUUID, h))
+        st.driver = dec(self._try(nv.nvmlSystemGetDriverVersion))
+        st.temperature_c = self._try(nv.nvmlDeviceGetTemperature, h, nv.NVML_TEMPERATURE_GPU)
+        st.power_w = power / 1000.0 if power is not None else None
+        st.pci_bus_id = dec(getattr(pci, "busId", None)) if pci is not None else None
+        return st
 
     def default_targets(self, key) -> tuple:  # type: ignore[no-untyped-def]
         """A graphics clock the GPU sustains under tensor-core load, and the top memory clock.

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from ..runner import SandboxError
 
-__all__ = ["ClockError", "GpuState", "THROTTLE_BITS", "BAD_THROTTLE_MASK", "IDLE_BIT",
+__all__ = ["ClockError", "GpuState", "THROTTLE_BITS", "BAD_THROTTLE_MASK", "IDLE_BIT", "POWER_CAP_BIT",
            "decode_throttle", "permission_fix", "is_pci_bus_id"]
 
 # NVML clocks-event reasons (nvmlClocksEventReason*, formerly nvmlClocksThrottleReason*).
@@ -25,6 +25,7 @@ THROTTLE_BITS = {0x1: "gpu_idle", 0x2: "applications_clocks_setting", 0x4: "sw_p
 # power limit); idle, application-clock and sync-boost settings do not.
 BAD_THROTTLE_MASK = 0x4 | 0x8 | 0x20 | 0x40 | 0x80
 IDLE_BIT = 0x1
+POWER_CAP_BIT = 0x4  # SwPowerCap: "clocks optimized not to exceed the power limit" — every sustained GEMM
 
 _PCI = re.compile(r"^([0-9a-fA-F]{4,8}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]$")
 

@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
-from .state import BAD_THROTTLE_MASK, ClockError, GpuState
+from .state import BAD_THROTTLE_MASK, POWER_CAP_BIT, ClockError, GpuState
 
 __all__ = ["load_burst", "sanity_kernel", "ThrottleSampler", "recover_after_kill"]
 
@@ -83,7 +83,11 @@ def sanity_kernel(key, timeout_s: float = 60.0, amd: bool = False) -> str | None
 
 @dataclass
 class ThrottleSampler:
-    """Samples ``read()`` every ``interval_s`` on a daemon thread between ``start`` and ``stop``."""
+    """Samples ``read()`` every ``interval_s`` on a daemon thread between ``start`` and ``stop``.
+
+    ``start(first)`` takes the reading the caller already made (the guard's per-job check, the
+    same moment) instead of reading again; ``stop(final)`` reads the end state with ``final``
+    (default ``read``) and keeps it in ``last``, so the guard's fingerprint reuses it."""
 
     read: Callable[[], GpuState]
     interval_s: float = 0.1
@@ -93,35 +97,41 @@ class ThrottleSampler:
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
 
-    def start(self) -> None:
-        self.first = self._read()
+    def start(self, first: GpuState | None = None) -> None:
+        self.first = first if first is not None else self._read(self.read)
         self._stop.clear()
         self._thread = threading.Thread(target=self._loop, name="arbor-gpu-sampler", daemon=True)
         self._thread.start()
 
-    def _read(self) -> GpuState | None:
+    @staticmethod
+    def _read(read: Callable[[], GpuState]) -> GpuState | None:
         try:
-            return self.read()
+            return read()
         except ClockError:
             return None
 
     def _loop(self) -> None:
         while not self._stop.wait(self.interval_s):
-            st = self._read()
+            st = self._read(self.read)
             if st is not None:
                 self.samples.append(st)
 
-    def stop(self) -> dict:
-        """What was seen: busy samples, reasons OR-ed over them, clock range, violation deltas."""
+    def stop(self, final: Callable[[], GpuState] | None = None) -> dict:
+        """What was seen: busy samples, reasons OR-ed over them, clock range, violation deltas;
+        ``steady_graphics_mhz`` is the median graphics clock of the busy samples no power or
+        thermal limit held down (what a lock must match), ``memory_*`` the memory clock range."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=5)
-        self.last = self._read()
+        self.last = self._read(final or self.read)
         busy = [s for s in self.samples if not s.idle]
         reasons = 0
         for s in busy:
             reasons |= int(s.throttle_reasons or 0)
         clocks = [s.graphics_mhz for s in busy if s.graphics_mhz is not None]
+        steady = sorted(s.graphics_mhz for s in busy if s.graphics_mhz is not None
+                        and not int(s.throttle_reasons or 0) & BAD_THROTTLE_MASK)
+        mem = [s.memory_mhz for s in busy if s.memory_mhz is not None]
         viol = {}
         if self.first is not None and self.last is not None:
             for k, v in self.last.violation_ns.items():
@@ -129,8 +139,12 @@ class ThrottleSampler:
                     viol[k] = round((v - self.first.violation_ns[k]) / 1e6, 3)
         return {"samples": len(self.samples), "busy_samples": len(busy), "throttle_reasons": reasons,
                 "throttled": bool(reasons & BAD_THROTTLE_MASK) or any(ms > 0 for ms in viol.values()),
+                "power_capped": bool(reasons & POWER_CAP_BIT) or viol.get("power", 0) > 0,
                 "graphics_min_mhz": min(clocks) if clocks else None,
-                "graphics_max_mhz": max(clocks) if clocks else None, "violation_ms": viol}
+                "graphics_max_mhz": max(clocks) if clocks else None,
+                "steady_graphics_mhz": steady[len(steady) // 2] if steady else None,
+                "memory_min_mhz": min(mem) if mem else None, "memory_max_mhz": max(mem) if mem else None,
+                "violation_ms": viol}
 
 
 def recover_after_kill(backend, key, before_pids: set[int], sanity: Callable, *,  # type: ignore[no-untyped-def]

@@ -3,8 +3,8 @@
 Run as ``python -I -B kernel_harness.py request.json`` inside a throw-away workdir; writes
 ``result.json`` there. STANDALONE on purpose (stdlib + torch + numpy only, never ``import arbor``):
 it is shipped into the sandbox as files, so it must work where Arbor is not installed (containers).
-Its helper modules (kernel_checks, integrity, timing, cost, fingerprint) are loaded by path
-before any candidate code runs, and every defence against the reward hacks of
+Its helper modules (kernel_checks, integrity, timing, calibration, clock_watch, cost, fingerprint)
+are loaded by path before any candidate code runs, and every defence against the reward hacks of
 docs/integrity.md#reward-hacks that needs the live tensors lives here; the Critic re-derives
 every statistic from the raw samples.
 
@@ -17,7 +17,6 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import json
-import math
 import os
 import random
 import sys
@@ -25,12 +24,9 @@ import time
 import traceback
 
 _TEXT_LIMIT = 4000
-_POOL_SIZE = 3  # distinct input sets rotated per sample: fresh pointers defeat pointer-keyed caches
-_CUDA_MAX_INNER = 64  # on CUDA each call has its own event pair after a flush; inner only averages
-_MAX_SAMPLE_S = 0.25  # no side's sample may take longer, whatever the other side's speed
 _RESULT = "result.json"
 _HERE = os.path.dirname(os.path.abspath(__file__))
-checks = integrity = timing = cost = fpr = correctness = None  # helpers, loaded by path in main()
+checks = integrity = timing = cost = fpr = correctness = calibration = clock_watch = None  # loaded by path in main()
 Failure = Exception  # kernel_checks.Failure once loaded
 
 
@@ -192,7 +188,8 @@ class Harness:
         """Taken immediately before candidate code is imported (reward hacks #5, #7, #8, #11)."""
         extra = {"harness": sys.modules[__name__], "Harness": Harness, "problem": self.problem,
                  "Model": self.problem.Model}
-        extra.update({m.__name__: m for m in (checks, integrity, timing, cost, fpr, correctness)})
+        extra.update({m.__name__: m for m in (checks, integrity, timing, cost, fpr, correctness, calibration,
+                                              clock_watch)})
         extra["Correctness"] = correctness.Correctness
         self.identities = integrity.IdentitySnapshot(extra)
         self.state0 = integrity.global_state()
@@ -221,18 +218,19 @@ class Harness:
             raise _classify(e, "harness_error", "the reference Model raised during forward:")
 
     def timing(self) -> None:
-        """Warm-up by time, calibrate ``inner`` per side, then ABBA-interleaved rounds within the
-        budget; the independent monotonic clock brackets it all for the Critic's cross-check.
-
-        Every call of a sample gets its own input set (distinct values at distinct addresses) up
-        to ``timing_pool_bytes`` per side, so a result cached across calls, by pointer or by
-        content, is never a hit (#3); sets repeat only where the inputs are too large for that."""
+        """Warm-up and calibration (calibration.py), then ABBA-interleaved rounds within the budget;
+        the independent monotonic clock brackets it all for the Critic's cross-check. Every call of
+        a sample gets its own input set up to ``timing_pool_bytes`` per side, so a result cached
+        across calls is never a hit (#3); sets repeat only where the inputs are too large for that."""
         req = self.req
         min_rep, max_rep = int(req["min_repeats"]), int(req["max_repeats"])
-        timer = timing.CudaTimer(self.device, self.l2) if self.cuda else timing.CpuTimer()
+        timer = timing.CpuTimer()
+        if self.cuda:  # clocks and throttling per side, read around each timed sample (clock_watch)
+            watch, self.facts["gpu_clocks"] = clock_watch.open_watch(self.result["fingerprint"])
+            timer = timing.CudaTimer(self.device, self.l2, watch)
         self.checker.kept.clear()  # correctness's input clones: timing must not run in their shadow
         # Each side owns its inputs, so an input-mutating candidate cannot disturb the baseline.
-        self.pools = [[self.inputs(10_007 + 1000 * s + k) for k in range(_POOL_SIZE)] for s in (0, 1)]
+        self.pools = [[self.inputs(10_007 + 1000 * s + k) for k in range(calibration.POOL_SIZE)] for s in (0, 1)]
         models = (self.ref, self.new)
         spot = random.Random(int.from_bytes(os.urandom(8), "little"))
         self.spot_p, self.spot_checks, self.spot_ns = 0.0, 0, 0  # no spot checks while warming up
@@ -254,22 +252,17 @@ class Harness:
                 self.spot_ns += timing.mono_ns() - t_spot
             return seconds
 
-        inner = self.facts["inner_by_side"]
-        set_bytes = max(1, sum(checks.nbytes(x) for x in self.pools[0][0]))
-        budget = int(req.get("timing_pool_bytes") or (1 << 30 if self.cuda else 128 << 20))
-        for side in (0, 1):
-            durations: list[float] = []
-            t_end = timing.perf_ns() + float(req["warmup_s"]) * 1e9
-            while not durations or timing.perf_ns() < t_end:
-                durations.append(sample(side, len(durations), 1))
-            steady = sorted(durations[1:] or durations)  # the first call pays for lazy init
-            per_call = max(steady[len(steady) // 2], 1e-9)
-            n = max(1, math.ceil(float(req["min_sample_s"]) / per_call))
-            n = min(n, max(1, int(_MAX_SAMPLE_S / per_call)))
-            inner[side] = min(n, _CUDA_MAX_INNER) if self.cuda else n
-            want = min(inner[side] + 1, max(_POOL_SIZE, budget // set_bytes))
+        def grow(side: int, want: int) -> None:
             pool = self.pools[side]
             pool.extend(self.inputs(10_007 + 1000 * side + k) for k in range(len(pool), want))
+
+        plan = calibration.calibrate(
+            sample, grow, warmup_s=float(req["warmup_s"]), min_sample_s=float(req["min_sample_s"]),
+            cuda=self.cuda, set_bytes=max(1, sum(checks.nbytes(x) for x in self.pools[0][0])),
+            budget_bytes=int(req.get("timing_pool_bytes") or (1 << 30 if self.cuda else 128 << 20)),
+            set_batch=lambda on: setattr(timer, "batch", on), clock=timing.perf_ns)
+        inner = self.facts["inner_by_side"] = plan.inner
+        self.facts.update(plan.facts())
         self.facts["pool_sets"] = [len(p) for p in self.pools]
         self.result["inner"] = inner[1]
         self.verify()
@@ -279,6 +272,8 @@ class Harness:
         kids0, threads0 = integrity.descendants(), self.audit.new_thread_ticks(one)  # one: no torch workers
         if not self.cuda:  # thread CPU time only for single-threaded work (see timing.CpuTimer)
             self.facts["clock"] = timer.start("cpu" if one and req.get("clock", "auto") != "wall" else "wall")
+        else:
+            timer.start()  # from here on the clock watch brackets every sample
         self.spot_p = 0.1  # a tenth of the timed candidate samples (3 at most) get checked
         t0, t_end, rnd = timing.mono_ns(), timing.perf_ns() + float(req["time_budget_s"]) * 1e9, 0
         # a noisy paired ratio earns more rounds, up to the cap, until its CI is narrow enough
@@ -289,6 +284,8 @@ class Harness:
             for side in ((0, 1) if rnd % 2 == 0 else (1, 0)):  # ABBA: linear drift hits both
                 samples[side].append(sample(side, rnd * inner[side], inner[side]))
             rnd += 1
+        if self.cuda:
+            timer.stop(self.facts["gpu_clocks"])  # the watch's readings, per side
         span = (timing.mono_ns() - t0 - self.spot_ns) / 1e9  # spot checks are not timed work
         walls = timer.walls if not self.cuda else samples  # the timer cross-checks use wall time
         self.facts.update(timing_wall_s=span, timed_s=sum(
@@ -296,8 +293,8 @@ class Harness:
         timing.cpu_or_wall(timer, samples, self.facts)
         integrity.check_timing_children(kids0, span, Failure)
         self.audit.check_timing_threads(threads0, span, one, Failure)
-        if self.cuda and timer.suspicious > max(2, rnd * inner[1] // 4):
-            raise Failure("hack_suspected", f"in {timer.suspicious} timed calls the device kept "
+        if self.cuda and timer.suspicious > max(2, rnd * timer.units(inner[1]) // 4):
+            raise Failure("hack_suspected", f"in {timer.suspicious} timed calls or batches the device kept "
                           "working after the end event: work on a CUDA stream the timer did not see")
         if not self.spot_checks:  # at least one, on a sample timed like the others
             self.spot_p = 1.0
@@ -376,11 +373,12 @@ def main(argv: list[str]) -> int:
         import torch  # noqa: PLC0415  (imported here so a missing torch is reported as data)
 
         torch_import_s = time.perf_counter() - t0
-        global checks, integrity, timing, cost, fpr, correctness, Failure
-        checks, integrity, timing, cost, fpr, correctness = (
+        global checks, integrity, timing, cost, fpr, correctness, calibration, clock_watch, Failure
+        checks, integrity, timing, cost, fpr, correctness, calibration, clock_watch = (
             _load_module(f"arbor_harness_{n}", os.path.join(_HERE, f"{f}.py")) for n, f in
             (("checks", "kernel_checks"), ("integrity", "integrity"), ("timing", "timing"),
-             ("cost", "cost"), ("fingerprint", "fingerprint"), ("correctness", "correctness")))
+             ("cost", "cost"), ("fingerprint", "fingerprint"), ("correctness", "correctness"),
+             ("calibration", "calibration"), ("clock_watch", "clock_watch")))
         Failure = checks.Failure
         if entries is not None:  # each measured in a forked child (batch.py)
             return _load_module("arbor_harness_batch", os.path.join(_HERE, "batch.py")).run(

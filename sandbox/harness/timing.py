@@ -1,15 +1,18 @@
-"""Timers for the kernel harness: wall or timing-thread CPU time per batch of calls, CUDA events per call.
+"""Timers for the kernel harness: wall or timing-thread CPU time per batch of calls; CUDA events per
+call, or per batch of back-to-back calls for sub-millisecond kernels (see calibration.py).
 
 Standalone (stdlib + torch); loaded by path before candidate code, so the clock functions bound
 here are the originals even if the candidate later replaces ``time.perf_counter_ns``.
 
 CUDA events only see the stream they are recorded on, so a candidate could hide work on a side
-stream (reward hack #4). Each call is therefore followed by a wait on the end event and then a
-device-wide synchronize: on an honest candidate the device is already idle and that synchronize
-returns at once; any time it takes is work the events did not see, reported as ``leftover``.
-Before every call the last-level cache is flushed and persisting-L2 carve-outs are reset. The flush
-writes at least twice the device's last-level cache: torch reports the L2, but AMD's CDNA3 parts
-put a 256 MB Infinity Cache (MALL) behind it, so a flush the size of that cache does not evict it.
+stream (reward hack #4). Each timed unit (a call, or a batch) is therefore followed by a wait on
+the end event and then a device-wide synchronize: on an honest candidate the device is already
+idle and that synchronize returns at once; any time it takes is work the events did not see,
+reported as ``leftover``. Before every unit the last-level cache is flushed and persisting-L2
+carve-outs are reset. The flush writes at least twice the device's last-level cache: torch
+reports the L2, but AMD's CDNA3 parts put a 256 MB Infinity Cache (MALL) behind it, so a flush the
+size of that cache does not evict it. Around every timed sample, outside its events, a
+``clock_watch`` (when NVML answers) reads the GPU's clocks and clock-event reasons for that side.
 """
 
 from __future__ import annotations
@@ -139,36 +142,114 @@ def flush_bytes(name: str | None, l2_bytes: int | None) -> int:
     return max(2 * llc, _MIN_FLUSH)
 
 
-class CudaTimer:
+class TorchCuda:
+    """What the CUDA timer needs from the device, in one place so a test can stand in for it."""
+
     def __init__(self, device: torch.device, l2) -> None:  # type: ignore[no-untyped-def]
-        self.sync = torch.cuda.synchronize
-        self.event = torch.cuda.Event
         props = torch.cuda.get_device_properties(device)
         self.flush_bytes = flush_bytes(props.name, getattr(props, "L2_cache_size", None))
-        self.flush = torch.empty(self.flush_bytes, dtype=torch.uint8, device=device)
-        self.l2 = l2
-        self.stream = torch.cuda.current_stream(device)
+        self.buffer = torch.empty(self.flush_bytes, dtype=torch.uint8, device=device)
+        self.l2, self.stream = l2, torch.cuda.current_stream(device)
+        self.sync, self.now_ns = torch.cuda.synchronize, perf_ns
+
+    def flush(self) -> None:
+        """Persisting-L2 state reset, then the cache overwritten on the timed stream."""
+        self.l2.reset(self.stream.cuda_stream)
+        self.buffer.zero_()
+
+    def events(self):  # type: ignore[no-untyped-def]
+        """(start, end) on the timed stream: ``record()``, ``wait()``, ``seconds()`` between them."""
+        return _EventPair(self.stream)
+
+
+class _EventPair:
+    def __init__(self, stream) -> None:  # type: ignore[no-untyped-def]
+        self.stream = stream
+        self.ev0, self.ev1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+
+    def start(self) -> None:
+        self.ev0.record(self.stream)
+
+    def stop(self) -> None:
+        self.ev1.record(self.stream)
+
+    def wait(self) -> None:
+        self.ev1.synchronize()
+
+    def seconds(self) -> float:
+        return self.ev0.elapsed_time(self.ev1) / 1e3
+
+
+class CudaTimer:
+    """CUDA events around each call (``batch`` off) or around each sample's back-to-back calls
+    (``batch`` on: the flush before the batch, every call on its own input set, the synchronize
+    after it). ``watch`` brackets each timed sample, once ``start`` has been called."""
+
+    def __init__(self, device: torch.device | None, l2, watch=None, cuda=None) -> None:  # type: ignore[no-untyped-def]
+        self.cuda = cuda if cuda is not None else TorchCuda(device, l2)  # type: ignore[arg-type]
+        self.flush_bytes = self.cuda.flush_bytes
+        self.watch, self.recording, self.batch = watch, False, False
         self.leftover_s = 0.0  # device time after the end event: work on streams we did not time
-        self.suspicious = 0  # calls whose leftover exceeded both 50 us and half the call
+        self.suspicious = 0  # timed units whose leftover exceeded both 50 us and half the unit
+
+    def start(self, clock: str = "events") -> str:
+        """The timed rounds begin: from now on every sample is bracketed by the clock watch."""
+        self.recording = True
+        return clock
+
+    def stop(self, facts: dict | None = None) -> None:
+        """The timed rounds are over; the watch's per-side readings go into ``facts``."""
+        self.recording = False
+        if self.watch is not None and facts is not None:
+            facts.update(self.watch.facts())
+
+    def units(self, inner: int) -> int:
+        """Timed units (event pairs) in a sample of ``inner`` calls."""
+        return 1 if self.batch else inner
 
     def sample(self, model, sets: list, start: int, inner: int, side: int):  # type: ignore[no-untyped-def]
+        """(seconds per call, last output, its inputs) over ``inner`` calls, call i on input set
+        (start + i) % len(sets)."""
+        watch = self.watch if self.recording else None
+        if watch is not None:
+            watch.before()
+        seconds, out, xs = (self._batch if self.batch else self._calls)(model, sets, start, inner)
+        if watch is not None:
+            watch.after(side)
+        return seconds, out, xs
+
+    def _unit(self, model, order: list):  # type: ignore[no-untyped-def]
+        """One event pair around ``order``'s calls; outputs are dropped as they return (holding one
+        across the next call would change what the allocator does), but the last."""
+        cuda = self.cuda
+        cuda.flush()  # same stream, before the start event: evicts the caches
+        ev = cuda.events()
+        ev.start()
+        for xs in order[:-1]:
+            model(*xs)
+        out = model(*order[-1])
+        ev.stop()
+        ev.wait()
+        t0 = cuda.now_ns()
+        cuda.sync()  # the whole device: anything still running was hidden from the events
+        left = (cuda.now_ns() - t0) / 1e9
+        took = ev.seconds()
+        self.leftover_s += left
+        if left > 50e-6 and left > 0.5 * took:
+            self.suspicious += 1
+        return took, out
+
+    def _calls(self, model, sets: list, start: int, inner: int):  # type: ignore[no-untyped-def]
         total, out, xs = 0.0, None, sets[start % len(sets)]
         for i in range(inner):
             xs = sets[(start + i) % len(sets)]
-            ev0, ev1 = self.event(enable_timing=True), self.event(enable_timing=True)
-            self.l2.reset(self.stream.cuda_stream)
-            self.flush.zero_()  # same stream, before the start event: evicts L2
             out = None  # the previous output is freed before the next call, as on CPU
-            ev0.record(self.stream)
-            out = model(*xs)
-            ev1.record(self.stream)
-            ev1.synchronize()
-            t0 = perf_ns()
-            self.sync()  # the whole device: anything still running was hidden from the events
-            left = (perf_ns() - t0) / 1e9
-            call = ev0.elapsed_time(ev1) / 1e3
-            self.leftover_s += left
-            if left > 50e-6 and left > 0.5 * call:
-                self.suspicious += 1
-            total += call
+            took, out = self._unit(model, [xs])
+            total += took
         return total / inner, out, xs
+
+    def _batch(self, model, sets: list, start: int, inner: int):  # type: ignore[no-untyped-def]
+        n = len(sets)
+        order = [sets[(start + i) % n] for i in range(inner)]
+        took, out = self._unit(model, order)
+        return took / inner, out, order[-1]

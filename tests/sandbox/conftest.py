@@ -1,1 +1,1 @@
-from tests.sandbox.fakes.fixtures import device_starts, machine, nvml, smi_on_path  # noqa: F401
+from tests.sandbox.fakes.fixtures import device_starts, libnvml, machine, nvml, smi_on_path  # noqa: F401

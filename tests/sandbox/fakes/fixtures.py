@@ -3,7 +3,10 @@ the CLIs on PATH. Import them into a conftest (or a test module) to use them."""
 
 from __future__ import annotations
 
+import shutil
+import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -59,3 +62,21 @@ def device_starts(monkeypatch, tmp_path):
     monkeypatch.setattr(probe, "DEVICE_JOB", f"print({probe.OK_MARK!r})\n")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg-cache"))
     return tmp_path / "xdg-cache" / "arbor" / "device_probe.json"
+
+
+@pytest.fixture
+def libnvml(tmp_path):
+    """``libnvml(old_driver=False)`` -> the path of a compiled stand-in for libnvidia-ml.so.1
+    (``libnvml_fake.c``: NVML's C signatures, one GPU whose readings ``fake_nvml_set`` sets)."""
+
+    def build(old_driver: bool = False) -> str:
+        cc = shutil.which("cc") or shutil.which("gcc")
+        if cc is None:
+            pytest.skip("no C compiler to build the NVML stand-in")
+        out = tmp_path / f"libnvml_fake{'_old' if old_driver else ''}.so"
+        src = Path(__file__).with_name("libnvml_fake.c")
+        subprocess.run([cc, "-shared", "-fPIC", "-O1", *(["-DOLD_DRIVER"] if old_driver else []), "-o", str(out),
+                        str(src)], check=True, capture_output=True)
+        return str(out)
+
+    return build

@@ -4,7 +4,9 @@ Modelled: idle clocks drop with the GpuIdle reason set; under load a locked GPU 
 an unlocked one at max boost, a TDP lock at the TDP clock; with ``power_cap_mhz`` set, work above
 that clock is capped there with SwPowerCap set and the power-violation counter advancing;
 ``ignore_lock`` accepts the call and changes nothing; non-root callers get NO_PERMISSION;
-``mem_lock_supported=False`` refuses memory locks (pre-Ampere) but takes application clocks.
+``mem_lock_supported=False`` refuses memory locks (pre-Ampere) but takes application clocks;
+with ``idle_mem_mhz`` set (GDDR boards: L4, A10, T4) an idle GPU parks its memory clock there too
+(performance state P8), lock or no lock, as it parks the graphics clock.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ class FakeGpu:
     tdp_mhz: int = 1590
     mem_mhz: int = 2619
     idle_mhz: int = 345
+    idle_mem_mhz: int | None = None  # GDDR boards drop the memory clock at idle (HBM keeps it)
     power_cap_mhz: int | None = None  # under load, clocks above this hit the power cap
     locked: object = None  # None | int | "tdp"
     mem_locked: int | None = None
@@ -120,7 +123,7 @@ class FakeMachine:
     def clocks(self, g: FakeGpu) -> tuple[int, int, int]:
         """(graphics MHz, memory MHz, clocks-event reasons) right now."""
         if not g.busy:
-            return g.idle_mhz, g.mem_locked or g.mem_mhz, 0x1
+            return g.idle_mhz, g.idle_mem_mhz or g.mem_locked or g.mem_mhz, 0x1
         want, reasons = self._want(g), 0
         if g.power_cap_mhz and want > g.power_cap_mhz:
             want, reasons = g.power_cap_mhz, 0x4
