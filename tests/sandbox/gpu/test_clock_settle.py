@@ -149,7 +149,7 @@ def test_verify_mode_notices_a_power_capped_card_once(machine, nvml):
     assert len(notices) == 1  # a card under its cap gets no notice
 
 
-def test_the_notice_is_one_event_per_campaign_across_runs(tmp_path, machine, nvml, monkeypatch):
+def test_the_notice_is_one_event_per_campaign_across_runs(tmp_path, machine, nvml, monkeypatch, device_starts):
     import arbor.campaign.sandbox_setup as setup
     from arbor.search_tree import open_store
     from arbor.spec import parse_spec
