@@ -1,0 +1,184 @@
+"""Generated Triton kernels: which problems get one, are they right, and (on a GPU) are they fast.
+
+For every problem file in a folder and every ``triton_codegen`` move of the shipped skill, the move
+is applied to the reference (as ``ModelNew``); a problem it does not apply to is listed with the
+matcher's reason. Each generated kernel is run against the reference on two seeds with the
+harness's tolerances for the dtype; on CUDA both are then timed (CUDA events, median of the
+calls after a warm-up that includes Triton's JIT compile). On the CPU the kernels run through
+Triton's interpreter (``TRITON_INTERPRET=1``) at sizes scaled down until the inputs hold at most
+``--max-elements`` values: correctness only, the interpreter's times mean nothing.
+
+    python -m benchmarks.triton_kernels                              # benchmarks/problems_gpu, cuda if present
+    python -m benchmarks.triton_kernels --dir benchmarks/problems --device cpu
+Writes benchmarks/results/triton_kernels_<device>.json; exits 1 when a generated kernel is wrong.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from benchmarks.common import ROOT, table, write_result
+
+TOLERANCE = {"torch.float32": 1e-4, "torch.float16": 1e-2, "torch.bfloat16": 1e-2}
+CPU_MAX_ELEMENTS = 1 << 14
+
+
+def triton_moves() -> list:
+    """The shipped ``triton_codegen`` moves (id, params)."""
+    from arbor.agents.skills import load_skills
+
+    return [m for s in load_skills() for m in s.moves if m.transform == "triton_codegen"]
+
+
+def load_file(path: Path, name: str):  # type: ignore[no-untyped-def]
+    """Import a module from a file: Triton's JIT reads a kernel's source from its file."""
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    return module
+
+
+def scale_for(path: Path, max_elements: int | None) -> float | None:
+    """The largest power-of-two scale (<= 1) whose inputs hold at most ``max_elements`` values
+    (None: the problem's own sizes). Inputs are built on the meta device: nothing is allocated."""
+    if max_elements is None:
+        return None
+    import torch
+
+    from arbor.sandbox.harness.kernel_checks import apply_sizes
+
+    scale = 1.0
+    while scale > 1e-3:
+        module = load_file(path, f"arbor_scale_probe_{time.monotonic_ns()}")
+        apply_sizes(module, {}, scale)
+        with torch.device("meta"):
+            n = sum(x.numel() for x in module.get_inputs() if isinstance(x, torch.Tensor))
+        if n <= max_elements:
+            return scale
+        scale /= 2
+    return scale
+
+
+def run_pair(problem: Path, candidate_source: str, scale: float | None, device: str,
+             seeds: tuple[int, ...] = (0, 1), time_calls: int = 0) -> dict:
+    """Reference vs candidate at ``scale`` on ``device``: max error, correctness and (optionally)
+    the median times of ``time_calls`` calls each."""
+    import torch
+
+    from arbor.sandbox.harness.kernel_checks import apply_sizes
+
+    with tempfile.TemporaryDirectory() as tmp:
+        cand_path = Path(tmp) / "arbor_triton_candidate.py"
+        cand_path.write_text(candidate_source)
+        tag = time.monotonic_ns()
+        ref = load_file(problem, f"arbor_triton_ref_{tag}")
+        new = load_file(cand_path, f"arbor_triton_new_{tag}")
+        for module in (ref, new):
+            apply_sizes(module, {}, scale)
+        out: dict = {"ok": True, "max_err": 0.0}
+        for seed in seeds:
+            torch.manual_seed(seed)
+            model = ref.Model(*ref.get_init_inputs()).to(device)
+            torch.manual_seed(seed)
+            cand = new.ModelNew(*new.get_init_inputs()).to(device)
+            torch.manual_seed(1000 + seed)
+            xs = [x.to(device) if isinstance(x, torch.Tensor) else x for x in ref.get_inputs()]
+            with torch.no_grad():
+                want, got = model(*xs), cand(*xs)
+            tol = TOLERANCE.get(str(want.dtype), 1e-4)
+            out["shape"] = list(want.shape)
+            if got.shape != want.shape or got.dtype != want.dtype:
+                out.update(ok=False, error=f"shape/dtype {tuple(got.shape)}/{got.dtype}, want "
+                                           f"{tuple(want.shape)}/{want.dtype}")
+                return out
+            err = (got.float() - want.float()).abs().max().item() if want.numel() else 0.0
+            out["max_err"] = max(out["max_err"], err)
+            out["ok"] = out["ok"] and bool(torch.allclose(got, want, atol=tol, rtol=tol))
+        if time_calls:
+            out["eager_ms"] = _median_ms(model, xs, time_calls)
+            out["kernel_ms"] = _median_ms(cand, xs, time_calls)
+        return out
+
+
+def _median_ms(model, xs, calls: int) -> float:  # type: ignore[no-untyped-def]
+    import torch
+
+    with torch.no_grad():
+        for _ in range(3):
+            model(*xs)
+        torch.cuda.synchronize()
+        times = []
+        for _ in range(calls):
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            model(*xs)
+            end.record()
+            end.synchronize()
+            times.append(start.elapsed_time(end))
+    return statistics.median(times)
+
+
+def check_dir(directory: Path, device: str, max_elements: int | None, say=print) -> list[dict]:  # type: ignore[no-untyped-def]
+    from arbor.agents.transforms import apply_move, to_modelnew
+    from arbor.agents.transforms.triton import explain
+
+    rows = []
+    for path in sorted(directory.glob("*.py")):
+        if path.name.startswith("_"):
+            continue
+        reference = path.read_text()
+        base = to_modelnew(reference)
+        why = explain(base)
+        if why is not None:
+            rows.append({"problem": path.stem, "move": "-", "result": f"not offered: {why}"})
+            say(f"{path.stem}: not offered ({why})")
+            continue
+        scale = scale_for(path, max_elements)
+        for move in triton_moves():
+            source = apply_move(base, move.transform, move.params)
+            row = {"problem": path.stem, "move": move.id, "scale": scale,
+                   "scale_text": "1" if scale is None else f"{scale:g}"}
+            try:
+                row.update(run_pair(path, source, scale, device, time_calls=20 if device == "cuda" else 0))
+            except Exception as exc:  # noqa: BLE001 - a kernel that fails is a result, reported
+                row.update(ok=False, error=f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
+            row["result"] = "correct" if row.get("ok") else f"WRONG {row.get('error', '')}".strip()
+            if row.get("kernel_ms"):
+                row["speedup"] = row["eager_ms"] / row["kernel_ms"]
+            rows.append(row)
+            say(f"{path.stem} {move.id}: {row['result']} (max err {row.get('max_err', float('nan')):.2e})")
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--dir", type=Path, default=ROOT / "benchmarks" / "problems_gpu")
+    ap.add_argument("--device", choices=["cuda", "cpu"], default=None, help="default: cuda when available")
+    ap.add_argument("--max-elements", type=int, default=None,
+                    help=f"scale inputs down to this many values (CPU default {CPU_MAX_ELEMENTS})")
+    args = ap.parse_args(argv)
+    import torch
+
+    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    if device == "cpu":
+        os.environ["TRITON_INTERPRET"] = "1"  # before any kernel is decorated
+    max_elements = args.max_elements or (CPU_MAX_ELEMENTS if device == "cpu" else None)
+    started = time.monotonic()
+    rows = check_dir(args.dir, device, max_elements)
+    print(table(rows, [("problem", "problem"), ("move", "move"), ("scale_text", "scale"), ("result", "result"),
+                       ("eager_ms", "eager ms"), ("kernel_ms", "kernel ms"), ("speedup", "speedup")]))
+    path = write_result(f"triton_kernels_{device}", {"dir": str(args.dir), "device": device,
+                                                     "interpreted": device == "cpu", "rows": rows}, started)
+    print(f"results: {path}")
+    return 0 if all(r.get("ok", True) for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
