@@ -17,8 +17,10 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import json
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -67,10 +69,12 @@ def scale_for(path: Path, max_elements: int | None) -> float | None:
 
 
 def run_pair(problem: Path, candidate_source: str, scale: float | None, device: str,
-             seeds: tuple[int, ...] = (0, 1), time_calls: int = 0) -> dict:
-    """Reference vs candidate at ``scale`` on ``device``: max error, correctness and (optionally)
-    the median times of ``time_calls`` calls each."""
+             seeds: tuple[int, ...] = (0, 1), time_calls: int = 0, dtype: str | None = None) -> dict:
+    """Reference vs candidate at ``scale`` on ``device`` (in ``dtype``, default the problem's):
+    max error, correctness and (optionally) the median times of ``time_calls`` calls each."""
     import torch
+
+    cast = getattr(torch, dtype) if dtype else None
 
     from arbor.sandbox.harness.kernel_checks import apply_sizes
 
@@ -85,11 +89,12 @@ def run_pair(problem: Path, candidate_source: str, scale: float | None, device: 
         out: dict = {"ok": True, "max_err": 0.0}
         for seed in seeds:
             torch.manual_seed(seed)
-            model = ref.Model(*ref.get_init_inputs()).to(device)
+            model = ref.Model(*ref.get_init_inputs()).to(device, cast)
             torch.manual_seed(seed)
-            cand = new.ModelNew(*new.get_init_inputs()).to(device)
+            cand = new.ModelNew(*new.get_init_inputs()).to(device, cast)
             torch.manual_seed(1000 + seed)
-            xs = [x.to(device) if isinstance(x, torch.Tensor) else x for x in ref.get_inputs()]
+            xs = [x.to(device, cast if x.is_floating_point() else None) if isinstance(x, torch.Tensor) else x
+                  for x in ref.get_inputs()]
             with torch.no_grad():
                 want, got = model(*xs), cand(*xs)
             tol = TOLERANCE.get(str(want.dtype), 1e-4)
@@ -105,6 +110,40 @@ def run_pair(problem: Path, candidate_source: str, scale: float | None, device: 
             out["eager_ms"] = _median_ms(model, xs, time_calls)
             out["kernel_ms"] = _median_ms(cand, xs, time_calls)
         return out
+
+
+def interpret_pairs(jobs: list[dict], timeout_s: float = 600.0) -> list[dict]:
+    """``run_pair`` for each job (``problem``, ``candidate`` source, ``scale``, ``seeds``, ``dtype``)
+    through Triton's interpreter, in a child process.
+
+    The interpreter must be on before ``triton.language`` is first imported: its own helpers
+    (``tl.sum``, ``tl.sigmoid``) are ``@triton.jit`` functions, compiled or interpreted for good
+    when that module loads. A child started with ``TRITON_INTERPRET=1`` is the one place where that
+    holds whatever the calling process imported, and it leaves the caller's Triton untouched."""
+    with tempfile.TemporaryDirectory() as tmp:
+        specs = []
+        for i, job in enumerate(jobs):
+            cand = Path(tmp) / f"candidate_{i}.py"
+            cand.write_text(job["candidate"])
+            specs.append({**job, "candidate": str(cand), "problem": str(job["problem"])})
+        (Path(tmp) / "jobs.json").write_text(json.dumps(specs))
+        env = {**os.environ, "TRITON_INTERPRET": "1"}
+        res = subprocess.run([sys.executable, "-m", "benchmarks.triton_kernels", "--pairs", str(Path(tmp) / "jobs.json")],
+                             capture_output=True, text=True, timeout=timeout_s, env=env, cwd=ROOT)
+        if res.returncode != 0:
+            raise RuntimeError(f"the interpreter child failed: {(res.stderr.strip().splitlines() or ['?'])[-1]}")
+        return json.loads(res.stdout.strip().splitlines()[-1])
+
+
+def _pairs(jobs_file: Path) -> list[dict]:
+    out = []
+    for job in json.loads(jobs_file.read_text()):
+        try:
+            out.append(run_pair(Path(job["problem"]), Path(job["candidate"]).read_text(), job.get("scale"), "cpu",
+                                tuple(job.get("seeds", (0, 1))), dtype=job.get("dtype")))
+        except Exception as exc:  # noqa: BLE001 - a kernel that raises is a wrong kernel, reported
+            out.append({"ok": False, "error": f"{type(exc).__name__}: {exc}"[:500]})
+    return out
 
 
 def _median_ms(model, xs, calls: int) -> float:  # type: ignore[no-untyped-def]
@@ -163,7 +202,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--device", choices=["cuda", "cpu"], default=None, help="default: cuda when available")
     ap.add_argument("--max-elements", type=int, default=None,
                     help=f"scale inputs down to this many values (CPU default {CPU_MAX_ELEMENTS})")
+    ap.add_argument("--pairs", type=Path, default=None, help=argparse.SUPPRESS)  # interpret_pairs' child
     args = ap.parse_args(argv)
+    if args.pairs is not None:
+        print(json.dumps(_pairs(args.pairs), default=str))
+        return 0
     import torch
 
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")

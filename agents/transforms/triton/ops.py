@@ -238,10 +238,10 @@ def _extreme(kind: str) -> Callable:
 
 
 def _logsumexp_of(plan: Plan, x: str, keep: bool) -> str:
-    m = plan.reduce("max", x, keep)
+    m = plan.reduce("max", x, True)
     safe = plan.op("tl.where({0} == float('-inf'), 0.0, {0})", m)  # an all -inf row: -inf, not nan
-    s = plan.reduce("sum", plan.op("tl.exp({0} - {1})", x, safe), keep)
-    return plan.op("({0} + tl.log({1}))", safe, s)
+    s = plan.reduce("sum", plan.op("tl.exp({0} - {1})", x, safe), True)
+    return plan.row_view(plan.op("({0} + tl.log({1}))", safe, s), keep)
 
 
 def _logsumexp(low: Lowerer, node) -> str:  # type: ignore[no-untyped-def]
@@ -267,20 +267,21 @@ def _var_args(node) -> tuple[float, bool]:  # type: ignore[no-untyped-def]
     return float(correction), keep
 
 
-def _centred_variance(plan: Plan, x: str, keep: bool, correction: float) -> tuple[str, str]:
+def _centred_variance(plan: Plan, x: str, correction: float) -> tuple[str, str]:
     """(x - mean, variance): a mean pass, then the sum of squared deviations (two passes, as
     accurate as PyTorch's Welford; one pass of sum and sum of squares cancels catastrophically)."""
-    mean = plan.op("({0} / {1})", plan.reduce("sum", x, keep), "R")
+    mean = plan.op("({0} / {1})", plan.reduce("sum", x, True), "R")
     d = plan.op("({0} - {1})", x, mean)
-    ss = plan.reduce("sum", plan.op("({0} * {0})", d), keep)
+    ss = plan.reduce("sum", plan.op("({0} * {0})", d), True)
     denom = "R" if correction == 0 else f"(R - {literal(correction)})"
     return d, plan.op(f"({{0}} / {denom})", ss)
 
 
 def _var(low: Lowerer, node) -> str:  # type: ignore[no-untyped-def]
     correction, keep = _var_args(node)
-    _, var = _centred_variance(low.plan, low.tensor(node, 0, "input"), keep, correction)
-    return low.plan.op("tl.sqrt({0})", var) if op_name(node) == "std" else var
+    _, var = _centred_variance(low.plan, low.tensor(node, 0, "input"), correction)
+    out = low.plan.op("tl.sqrt({0})", var) if op_name(node) == "std" else var
+    return low.plan.row_view(out, keep)
 
 
 def _softmax_args(node) -> None:  # type: ignore[no-untyped-def]
@@ -308,7 +309,7 @@ def _softmax(log: bool) -> Callable:
 
 
 def _layer_norm_of(plan: Plan, x: str, weight: str | None, bias: str | None, eps: str) -> str:
-    centred, var = _centred_variance(plan, x, True, 0.0)
+    centred, var = _centred_variance(plan, x, 0.0)
     y = plan.op(f"({{0}} * tl.rsqrt({{1}} + {eps}))", centred, var)
     if weight is not None:
         y = plan.op("({0} * {1})", y, weight)

@@ -105,6 +105,13 @@ class Plan:
         name = f"r{len(self.values)}"
         return self._add(Value(name, "row", deps=(arg,), reduce=kind, keep=keep))
 
+    def row_view(self, arg: str, keep: bool) -> str:
+        """``arg`` (a row value) as a tensor that keeps (True) or drops the reduced dims."""
+        v = self._by_name[arg]
+        if v.level != "row" or v.keep == keep:
+            return arg
+        return self._add(Value(f"v{len(self.values)}", "row", arg, (arg,), keep=keep))
+
     def runtime(self, name: str, expression: str) -> str:
         """A scalar the launcher computes at run time (``R``, an eps that depends on the dtype)."""
         self.runtime_args[name] = expression
