@@ -164,13 +164,15 @@ def _median_ms(model, xs, calls: int) -> float:  # type: ignore[no-untyped-def]
     return statistics.median(times)
 
 
-def check_dir(directory: Path, device: str, max_elements: int | None, say=print) -> list[dict]:  # type: ignore[no-untyped-def]
+def check_dir(directory: Path, device: str, max_elements: int | None, say=print,  # type: ignore[no-untyped-def]
+              only: set[str] | None = None) -> list[dict]:
+    """One row per (problem, move) of ``directory`` (``only``: these file stems)."""
     from arbor.agents.transforms import apply_move, to_modelnew
     from arbor.agents.transforms.triton import explain
 
     rows = []
     for path in sorted(directory.glob("*.py")):
-        if path.name.startswith("_"):
+        if path.name.startswith("_") or (only is not None and path.stem not in only):
             continue
         reference = path.read_text()
         base = to_modelnew(reference)
