@@ -11,7 +11,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import torch
 
 from arbor.agents.transforms import apply_move, to_modelnew
 from arbor.agents.transforms.triton import explain, generate

@@ -181,29 +181,29 @@ def _identity(low: Lowerer, node) -> str:  # type: ignore[no-untyped-def]
     return low.tensor(node, 0, "input")
 
 
-ELEMENTWISE: dict[str, Callable] = {
-    "add": _binary("+"), "sub": _binary("-"), "mul": _binary("*"), "div": _binary("/"),
-    "rsub": None,  # type: ignore[dict-item]  # filled below: b - a
-    "neg": _fmt("(-{0})"), "abs": _fmt("tl.abs({0})"), "exp": _fmt("tl.exp({0})"), "log": _fmt("tl.log({0})"),
-    "sqrt": _fmt("tl.sqrt({0})"), "rsqrt": _fmt("tl.rsqrt({0})"), "sigmoid": _fmt("tl.sigmoid({0})"),
-    "tanh": _fmt(TANH), "sin": _fmt("tl.sin({0})"), "cos": _fmt("tl.cos({0})"), "erf": _fmt("tl.erf({0})"),
-    "relu": _fmt("tl.maximum({0}, 0.0)"), "relu6": _fmt("tl.minimum(tl.maximum({0}, 0.0), 6.0)"),
-    "silu": _fmt("({0} * tl.sigmoid({0}))"), "square": _fmt("({0} * {0})"), "reciprocal": _fmt("(1.0 / {0})"),
-    "hardsigmoid": _fmt("(tl.minimum(tl.maximum({0} + 3.0, 0.0), 6.0) / 6.0)"),
-    "hardswish": _fmt("({0} * tl.minimum(tl.maximum({0} + 3.0, 0.0), 6.0) / 6.0)"),
-    "pow": _pow, "maximum": _maximum("maximum"), "minimum": _maximum("minimum"),
-    "clamp": _clamp, "clip": _clamp, "clamp_min": _clamp, "clamp_max": _clamp,
-    "hardtanh": _hardtanh, "leaky_relu": _leaky_relu, "elu": _elu, "softplus": _softplus, "mish": _mish,
-    "gelu": _gelu, "clone": _identity, "detach": _identity, "contiguous": _identity,
-}
-
-
 def _rsub(low: Lowerer, node) -> str:  # type: ignore[no-untyped-def]
     return low.plan.op("({1} - {0})", low.scalar_or_tensor(arg(node, 0, "input")),
                        low.scalar_or_tensor(arg(node, 1, "other")))
 
 
-ELEMENTWISE["rsub"] = _rsub
+# one-input activations: the same template for the function, the method and the module
+UNARY = {
+    "neg": "(-{0})", "abs": "tl.abs({0})", "exp": "tl.exp({0})", "log": "tl.log({0})", "sqrt": "tl.sqrt({0})",
+    "rsqrt": "tl.rsqrt({0})", "sigmoid": "tl.sigmoid({0})", "tanh": TANH, "sin": "tl.sin({0})",
+    "cos": "tl.cos({0})", "erf": "tl.erf({0})", "relu": "tl.maximum({0}, 0.0)",
+    "relu6": "tl.minimum(tl.maximum({0}, 0.0), 6.0)", "silu": "({0} * tl.sigmoid({0}))",
+    "square": "({0} * {0})", "reciprocal": "(1.0 / {0})",
+    "hardsigmoid": "(tl.minimum(tl.maximum({0} + 3.0, 0.0), 6.0) / 6.0)",
+    "hardswish": "({0} * tl.minimum(tl.maximum({0} + 3.0, 0.0), 6.0) / 6.0)",
+}
+ELEMENTWISE: dict[str, Callable] = {
+    **{name: _fmt(template) for name, template in UNARY.items()},
+    "add": _binary("+"), "sub": _binary("-"), "mul": _binary("*"), "div": _binary("/"), "rsub": _rsub,
+    "pow": _pow, "maximum": _maximum("maximum"), "minimum": _maximum("minimum"),
+    "clamp": _clamp, "clip": _clamp, "clamp_min": _clamp, "clamp_max": _clamp,
+    "hardtanh": _hardtanh, "leaky_relu": _leaky_relu, "elu": _elu, "softplus": _softplus, "mish": _mish,
+    "gelu": _gelu, "clone": _identity, "detach": _identity, "contiguous": _identity,
+}
 
 
 # ----------------------------------------------------------------------------- reductions
@@ -448,15 +448,7 @@ def _lower_module(low: Lowerer, node, kind: str) -> str:  # type: ignore[no-unty
         return _layer_norm_of(plan, x, weight, bias, literal(mod.eps))
     if kind == "rms_norm":
         return _rms_norm_of(plan, x, weight, _eps(low, mod.eps))
-    return plan.op(ELEMENTWISE_TEMPLATES[kind], x)
-
-
-ELEMENTWISE_TEMPLATES = {
-    "relu": "tl.maximum({0}, 0.0)", "relu6": "tl.minimum(tl.maximum({0}, 0.0), 6.0)",
-    "silu": "({0} * tl.sigmoid({0}))", "sigmoid": "tl.sigmoid({0})", "tanh": TANH,
-    "hardsigmoid": "(tl.minimum(tl.maximum({0} + 3.0, 0.0), 6.0) / 6.0)",
-    "hardswish": "({0} * tl.minimum(tl.maximum({0} + 3.0, 0.0), 6.0) / 6.0)",
-}
+    return plan.op(UNARY[kind], x)
 
 
 def supported(node) -> bool:  # type: ignore[no-untyped-def]

@@ -70,6 +70,9 @@ class Plan:
     def value(self, name: str) -> Value:
         return self._by_name[name]
 
+    def has(self, name: str) -> bool:
+        return name in self._by_name
+
     def _add(self, value: Value) -> str:
         self.values.append(value)
         self._by_name[value.name] = value

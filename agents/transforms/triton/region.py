@@ -221,7 +221,7 @@ class _Lowering:
         if str(meta.dtype) != self.dtype:
             raise Unsupported(f"{node.name} has dtype {meta.dtype}, not the region's {self.dtype}")
         got = _shape(node)
-        value = self.plan.value(name) if name in self.plan._by_name else None
+        value = self.plan.value(name) if self.plan.has(name) else None
         level = value.level if value is not None else "const"
         if level == "full":
             want = self.S
