@@ -122,6 +122,17 @@ def test_regions_the_kernels_do_not_model_are_refused_with_the_reason(forward, i
     assert apply_move(source, "triton_codegen", MOVE) is None
 
 
+def test_norms_written_by_the_native_norms_move_are_matched_through_their_shape_slice():
+    manual = problem("        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * self.w",
+                     init="        self.w = nn.Parameter(torch.ones(dim))", init_args="dim")
+    native = apply_move(modelnew(manual), "graph_rewrite", {"passes": ["norms"]})
+    assert native is not None and "rms_norm(x, getitem" in native  # normalized_shape = x.shape[1:]
+    m = match(trace(native).gm)
+    assert (m.mode, m.plan.reduce_lo, m.plan.reduce_hi) == ("row", 1, 2)
+    sliced = modelnew(problem("        return F.layer_norm(x, x.shape[0:])", inputs="torch.randn(batch_size, dim)"))
+    assert "every dim" in explain(sliced)  # x.shape[0:]: all dims, refused like any full reduction
+
+
 def test_a_mean_without_keepdim_used_on_its_own_is_fine():
     """keepdim=False is refused only where it would broadcast against the full tensor."""
     source = modelnew(problem("        return torch.relu(x.mean(dim=1))"))

@@ -89,6 +89,10 @@ def interpreted(tmp_path_factory) -> dict:
     half = edge_dir / "edge_0.py"
     jobs["half"] = {"problem": half, "candidate": generate(to_modelnew(half.read_text()), 16, 2), "seeds": [0],
                     "dtype": "float16"}
+    rms = ROOT / "benchmarks" / "problems_gpu" / "l1_03_rmsnorm.py"  # after the native-norms graph move
+    native = apply_move(to_modelnew(rms.read_text()), "graph_rewrite", {"passes": ["norms"]})
+    assert "rms_norm(x, getitem" in native
+    jobs["after-norms"] = {"problem": rms, "candidate": generate(native, 16, 1), "scale": scale_for(rms, MAX_ELEMENTS)}
     softmax = ROOT / "benchmarks" / "problems" / "l1_06_softmax.py"
     wrong = generate(to_modelnew(softmax.read_text()), 1024, 4).replace(" / r", " * r", 1)
     assert wrong != generate(to_modelnew(softmax.read_text()), 1024, 4)
@@ -119,6 +123,12 @@ def test_masked_tails_broadcast_operands_and_both_layouts(interpreted, edge: int
 
 def test_half_precision_computes_in_fp32_and_stores_the_inputs_dtype(interpreted):
     assert interpreted["half"]["ok"], interpreted["half"]
+
+
+def test_a_kernel_generated_after_another_move_is_right(interpreted):
+    """F.rms_norm(x, x.shape[1:], ...), as the native-norms move writes it, is a norm over x's
+    trailing dims."""
+    assert interpreted["after-norms"]["ok"], interpreted["after-norms"]
 
 
 def test_a_wrong_kernel_is_caught(interpreted):

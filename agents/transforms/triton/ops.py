@@ -368,8 +368,10 @@ def reduction_dims(node, ndim: int) -> tuple[int, ...] | None:  # type: ignore[n
     if name not in REDUCTIONS:
         return None
     if name in ("layer_norm", "rms_norm"):
-        shape = _normalized_shape(node)
-        return tuple(range(ndim - len(shape), ndim))
+        count = _normalized_dims(node, ndim)
+        if not 0 < count <= ndim:
+            raise Unsupported("a norm over no dims")
+        return tuple(range(ndim - count, ndim))
     if node.op == "call_module":
         dim = getattr(module_of(node.graph.owning_module, node), "dim", None)
     else:
@@ -384,16 +386,33 @@ def reduction_dims(node, ndim: int) -> tuple[int, ...] | None:  # type: ignore[n
     return dims
 
 
-def _normalized_shape(node) -> tuple:  # type: ignore[no-untyped-def]
+def _normalized_dims(node, ndim: int) -> int:  # type: ignore[no-untyped-def]
+    """How many trailing dims a layer/RMS norm normalises: a literal ``normalized_shape``, or
+    ``x.shape[k:]`` of its own input (what the native-norms graph move writes)."""
+    import torch.fx
+
     if node.op == "call_module":
         shape = getattr(module_of(node.graph.owning_module, node), "normalized_shape", None)
     else:
         shape = arg(node, 1, "normalized_shape")
     if isinstance(shape, int):
         shape = (shape,)
+    if isinstance(shape, torch.fx.Node):
+        return ndim - _shape_slice_start(shape, arg(node, 0, "input"))
     if not isinstance(shape, (list, tuple)) or not shape or not all(isinstance(d, int) for d in shape):
         raise Unsupported("a normalized_shape that is not literal")
-    return tuple(shape)
+    return len(shape)
+
+
+def _shape_slice_start(node, x) -> int:  # type: ignore[no-untyped-def]
+    """``k`` of a traced ``x.shape[k:]``; Unsupported for any other expression."""
+    ok = node.op == "call_function" and node.target is operator.getitem and len(node.args) == 2
+    src, index = (node.args if ok else (None, None))
+    ok = ok and isinstance(index, slice) and index.stop is None and index.step is None
+    ok = ok and getattr(src, "op", None) == "call_function" and src.target is getattr and src.args == (x, "shape")
+    if not ok or not isinstance(index.start, int) or index.start < 0:
+        raise Unsupported("a normalized_shape that is neither literal nor x.shape[k:]")
+    return index.start
 
 
 # ----------------------------------------------------------------------------- modules
@@ -459,7 +478,9 @@ def supported(node) -> bool:  # type: ignore[no-untyped-def]
         return False
     name = op_name(node)
     if node.op == "call_function" and node.target in (operator.getitem, getattr):
-        return True  # the values of max/min(x, dim): checked against their producer when lowered
+        src = node.args[0] if node.args else None  # the values of max/min(x, dim), nothing else
+        return (len(node.args) == 2 and node.args[1] in (0, "values") and hasattr(src, "op")
+                and op_name(src) in ("max", "min"))
     return name in ELEMENTWISE or name in REDUCTIONS
 
 
