@@ -72,43 +72,68 @@ def run_pair(problem: Path, candidate_source: str, scale: float | None, device: 
              seeds: tuple[int, ...] = (0, 1), time_calls: int = 0, dtype: str | None = None) -> dict:
     """Reference vs candidate at ``scale`` on ``device`` (in ``dtype``, default the problem's):
     max error, correctness and (optionally) the median times of ``time_calls`` calls each."""
-    import torch
+    return run_candidates(problem, {"candidate": candidate_source}, scale, device, seeds, time_calls,
+                          dtype)["candidate"]
 
-    cast = getattr(torch, dtype) if dtype else None
+
+def run_candidates(problem: Path, sources: dict[str, str], scale: float | None, device: str,  # noqa: C901
+                   seeds: tuple[int, ...] = (0, 1), time_calls: int = 0, dtype: str | None = None) -> dict:
+    """``run_pair`` for several candidates of one problem: the reference, its inputs and its
+    outputs are built once per seed (on the device itself: host-side generation of a GPU-sized
+    input costs more than the kernels)."""
+    import torch
 
     from arbor.sandbox.harness.kernel_checks import apply_sizes
 
+    cast = getattr(torch, dtype) if dtype else None
     with tempfile.TemporaryDirectory() as tmp:
-        cand_path = Path(tmp) / "arbor_triton_candidate.py"
-        cand_path.write_text(candidate_source)
         tag = time.monotonic_ns()
         ref = load_file(problem, f"arbor_triton_ref_{tag}")
-        new = load_file(cand_path, f"arbor_triton_new_{tag}")
-        for module in (ref, new):
-            apply_sizes(module, {}, scale)
-        out: dict = {"ok": True, "max_err": 0.0}
+        apply_sizes(ref, {}, scale)
+        news = {}
+        for i, (key, source) in enumerate(sources.items()):
+            path = Path(tmp) / f"arbor_triton_candidate_{i}.py"  # Triton's JIT reads the kernel's file
+            path.write_text(source)
+            news[key] = load_file(path, f"arbor_triton_new_{tag}_{i}")
+            apply_sizes(news[key], {}, scale)
+        out = {key: {"ok": True, "max_err": 0.0} for key in sources}
         for seed in seeds:
-            torch.manual_seed(seed)
-            model = ref.Model(*ref.get_init_inputs()).to(device, cast)
-            torch.manual_seed(seed)
-            cand = new.ModelNew(*new.get_init_inputs()).to(device, cast)
-            torch.manual_seed(1000 + seed)
-            xs = [x.to(device, cast if x.is_floating_point() else None) if isinstance(x, torch.Tensor) else x
-                  for x in ref.get_inputs()]
+            with torch.device(device):
+                torch.manual_seed(seed)
+                model = ref.Model(*ref.get_init_inputs()).to(device, cast)
+                torch.manual_seed(1000 + seed)
+                xs = [x.to(device, cast if x.is_floating_point() else None) if isinstance(x, torch.Tensor) else x
+                      for x in ref.get_inputs()]
             with torch.no_grad():
-                want, got = model(*xs), cand(*xs)
+                want = model(*xs)
             tol = TOLERANCE.get(str(want.dtype), 1e-4)
-            out["shape"] = list(want.shape)
-            if got.shape != want.shape or got.dtype != want.dtype:
-                out.update(ok=False, error=f"shape/dtype {tuple(got.shape)}/{got.dtype}, want "
-                                           f"{tuple(want.shape)}/{want.dtype}")
-                return out
-            err = (got.float() - want.float()).abs().max().item() if want.numel() else 0.0
-            out["max_err"] = max(out["max_err"], err)
-            out["ok"] = out["ok"] and bool(torch.allclose(got, want, atol=tol, rtol=tol))
-        if time_calls:
-            out["eager_ms"] = _median_ms(model, xs, time_calls)
-            out["kernel_ms"] = _median_ms(cand, xs, time_calls)
+            for key, new in news.items():
+                row = out[key]
+                if not row["ok"]:
+                    continue
+                try:
+                    with torch.device(device):
+                        torch.manual_seed(seed)
+                        cand = new.ModelNew(*new.get_init_inputs()).to(device, cast)
+                    with torch.no_grad():
+                        got = cand(*xs)
+                except Exception as exc:  # noqa: BLE001 - a kernel that raises is a wrong kernel
+                    row.update(ok=False, error=f"{type(exc).__name__}: {str(exc)[:300]}")
+                    continue
+                row["shape"] = list(want.shape)
+                if got.shape != want.shape or got.dtype != want.dtype:
+                    row.update(ok=False, error=f"shape/dtype {tuple(got.shape)}/{got.dtype}, want "
+                                               f"{tuple(want.shape)}/{want.dtype}")
+                    continue
+                err = (got.float() - want.float()).abs().max().item() if want.numel() else 0.0
+                row["max_err"] = max(row["max_err"], err)
+                row["ok"] = bool(torch.allclose(got, want, atol=tol, rtol=tol))
+                if time_calls and seed == seeds[-1] and row["ok"]:
+                    row["kernel_ms"] = _median_ms(cand, xs, time_calls)
+            if time_calls and seed == seeds[-1]:
+                eager = _median_ms(model, xs, time_calls)
+                for row in out.values():
+                    row["eager_ms"] = eager
         return out
 
 
@@ -182,14 +207,17 @@ def check_dir(directory: Path, device: str, max_elements: int | None, say=print,
             say(f"{path.stem}: not offered ({why})")
             continue
         scale = scale_for(path, max_elements)
-        for move in triton_moves():
-            source = apply_move(base, move.transform, move.params)
+        moves = triton_moves()
+        sources = {m.id: apply_move(base, m.transform, m.params) for m in moves}
+        try:
+            results = run_candidates(path, sources, scale, device, seeds=(0,) if device == "cuda" else (0, 1),
+                                     time_calls=20 if device == "cuda" else 0)
+        except Exception as exc:  # noqa: BLE001 - the reference itself failed at this size: reported
+            text = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+            results = {m.id: {"ok": False, "error": f"reference: {text}"} for m in moves}
+        for move in moves:
             row = {"problem": path.stem, "move": move.id, "scale": scale,
-                   "scale_text": "1" if scale is None else f"{scale:g}"}
-            try:
-                row.update(run_pair(path, source, scale, device, time_calls=20 if device == "cuda" else 0))
-            except Exception as exc:  # noqa: BLE001 - a kernel that fails is a result, reported
-                row.update(ok=False, error=f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
+                   "scale_text": "1" if scale is None else f"{scale:g}", **results[move.id]}
             row["result"] = "correct" if row.get("ok") else f"WRONG {row.get('error', '')}".strip()
             if row.get("kernel_ms"):
                 row["speedup"] = row["eager_ms"] / row["kernel_ms"]

@@ -69,7 +69,8 @@ def _dev_jobs() -> dict:
         base = to_modelnew(path.read_text())
         scale = scale_for(path, MAX_ELEMENTS)
         jobs[f"{path.parent.name}/{path.stem}/whole"] = {
-            "problem": path, "candidate": apply_move(base, move.transform, move.params), "scale": scale}
+            "problem": path, "candidate": apply_move(base, move.transform, move.params), "scale": scale,
+            "seeds": [0]}
         jobs[f"{path.parent.name}/{path.stem}/blocked"] = {  # rows longer than a block: the looped passes
             "problem": path, "candidate": generate(base, 16, 1), "scale": scale, "seeds": [0]}
     return jobs
