@@ -137,6 +137,26 @@ def test_a_wrong_kernel_is_caught(interpreted):
     assert not interpreted["wrong"]["ok"] and interpreted["wrong"]["max_err"] > 1e-3
 
 
+def test_a_generated_kernel_passes_the_harness_and_the_critics_guard(monkeypatch):
+    """Measured like any candidate (on the CPU through the interpreter): the static guard, the
+    correctness seeds, the determinism re-run and the no-op test (reward hack #15: the output must
+    come from the kernel) all pass, and the softmax is timed."""
+    from arbor.agents.critic.guard import check_source
+    from arbor.sandbox.kernel_protocol import KernelRequest, measure_kernel
+    from arbor.sandbox.local_runner import LocalRunner
+
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    problem = (ROOT / "benchmarks" / "problems" / "l1_06_softmax.py").read_text()
+    candidate = generate(to_modelnew(problem), 256, 4)
+    assert check_source(candidate) == []
+    m = measure_kernel(LocalRunner(), KernelRequest(problem, candidate, seeds=[0, 1, 2], sizes={"batch_size": 4,
+                                                                                                 "dim": 1000},
+                                                    time_budget_s=0.2, warmup_s=0.02, min_repeats=3, num_threads=1,
+                                                    timeout_s=300))
+    assert m.status == "ok", (m.error_class, m.error_text)
+    assert len(m.correctness) >= 3 and all(c["ok"] for c in m.correctness) and m.candidate_samples  # + re-checks
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("path", GPU_SET, ids=lambda p: p.stem)
 def test_each_generated_kernel_matches_the_reference_on_a_gpu(monkeypatch, path: Path):
