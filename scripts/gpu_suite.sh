@@ -37,5 +37,7 @@ fi
 if [ "${ARBOR_GPU_SUITE_DRY:-0}" != "0" ] && [ -n "${ARBOR_GPU_SUITE_DRY:-}" ]; then
   # the generated kernels run through Triton's interpreter, in this process and in every job
   export TRITON_INTERPRET=1
+else
+  unset TRITON_INTERPRET  # on the GPU they are compiled, whatever the calling shell set
 fi
 exec "$PY" -m benchmarks.gpu_suite "${ARGS[@]+"${ARGS[@]}"}"
