@@ -29,6 +29,7 @@ _TRANSFORM_REACH = {
     "rewrite_pattern": {"elementwise", "reduction", "layout"},
     "strength_reduce_pow": {"elementwise"},
     "channels_last": {"conv", "layout", "pool", "norm"},
+    "triton_codegen": {"elementwise", "reduction", "norm"},
 }
 
 

@@ -8,9 +8,17 @@ that the same program runs as fast as itself, and a lucky draw could even "accep
 reference is measured on, and a candidate timed on two cores against a reference on one reports a
 speedup no kernel change made (seen: ``threads-2`` "won" 1.5x on ReLU once the second core fell
 idle, and lost 0.78x while it was busy).
+
+A generated Triton kernel (``triton_codegen``) runs on a CUDA device; on the CPU it runs only
+through Triton's interpreter, which Arbor's own environment switches on (``TRITON_INTERPRET=1``,
+passed to the job by the runner; a test setting). Without it the candidate cannot run at all:
+proposing it would spend a measurement on a certain ``runtime_error``.
 """
 
 from __future__ import annotations
+
+import os
+from collections.abc import Mapping
 
 from arbor.agents.skills import MoveSpec
 
@@ -28,6 +36,15 @@ def over_budget(move: MoveSpec, num_threads: int | None) -> bool:
             and threads > num_threads)
 
 
-def drop_noops(moves: list[MoveSpec], num_threads: int | None = None) -> list[MoveSpec]:
-    """The moves that can change something within the campaign's thread budget."""
-    return [m for m in moves if not is_noop(m, num_threads) and not over_budget(m, num_threads)]
+def cannot_run(move: MoveSpec, device: str | None, env: Mapping[str, str] | None = None) -> bool:
+    """True when ``move``'s candidate cannot run on ``device``: a generated Triton kernel on the
+    CPU without Triton's interpreter."""
+    env = os.environ if env is None else env
+    kind = (device or "").split(":", 1)[0].strip().lower()
+    return move.transform == "triton_codegen" and kind == "cpu" and env.get("TRITON_INTERPRET") != "1"
+
+
+def drop_noops(moves: list[MoveSpec], num_threads: int | None = None, device: str | None = None) -> list[MoveSpec]:
+    """The moves that can change something within the campaign's thread budget, on its device."""
+    return [m for m in moves if not is_noop(m, num_threads) and not over_budget(m, num_threads)
+            and not cannot_run(m, device)]

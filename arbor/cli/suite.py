@@ -28,15 +28,21 @@ def suite(directory: Path = typer.Argument(..., help="folder of KernelBench-styl
                                                help="scale each problem so its eager reference takes about this"),
           max_wall_s: Optional[float] = typer.Option(None, "--max-wall-s", help="wall-clock budget per campaign"),
           max_cv: float = typer.Option(0.15, "--max-cv", min=0.01, help="critic.max_cv of each campaign (noise gate)"),
+          device: str = typer.Option("cpu", "--device", help="cpu or cuda: where every campaign runs"),
+          scale: Optional[float] = typer.Option(None, "--scale", min=1e-4, max=64.0,
+                                                help="one size_scale for every problem instead of calibrating "
+                                                     "each (cuda default: 1, the files' own sizes)"),
           json_out: bool = JsonOpt) -> None:
     """Run a campaign per problem; print eager vs torch.compile vs Arbor with fast_p and geomeans."""
     from arbor.suite.run import SuiteOptions, run_suite
 
+    if device not in ("cpu", "cuda"):
+        raise typer.BadParameter(f"--device must be cpu or cuda, not {device!r}")
     try:
         result = run_suite(SuiteOptions(directory=directory, out=output, ids=_ints(ids, "--ids"),
                                         levels=_ints(levels, "--levels"), budget=budget,
                                         time_target_ms=time_target_ms, max_wall_s=max_wall_s,
-                                        max_cv=max_cv),
+                                        max_cv=max_cv, device=device, scale=scale),
                            say=(lambda s: None) if json_out else out.print)
     except user_errors() as exc:
         fail(exc)

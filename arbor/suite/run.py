@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
@@ -37,6 +37,14 @@ class SuiteOptions:
     max_wall_s: float | None = None
     seed: int = 0
     max_cv: float = 0.15
+    device: str = "cpu"
+    # one size_scale for every problem instead of calibrating each (a GPU set is written at its
+    # sizes: on cuda the default is 1; the GPU suite's CPU dry run shrinks it)
+    scale: float | None = None
+    exclude: list[str] = field(default_factory=list)  # skills or move ids the campaigns leave out
+
+    def fixed_scale(self) -> float | None:
+        return self.scale if self.scale is not None else (1.0 if self.device == "cuda" else None)
 
 
 def _read(path: Path, default):  # type: ignore[no-untyped-def]
@@ -56,7 +64,7 @@ def campaign_dict(entry: Entry, scale: float, opts: SuiteOptions) -> dict:
     return {
         "name": f"suite-{entry.key}",
         "description": f"arbor suite: {entry.path.name} at size_scale {scale}",
-        "target": {"kind": "kernel", "problem": str(entry.path), "size_scale": scale, "device": "cpu",
+        "target": {"kind": "kernel", "problem": str(entry.path), "size_scale": scale, "device": opts.device,
                    "num_threads": 1},
         "budget": {"max_evaluations": opts.budget, "max_failures_in_row": opts.budget,
                    "max_wall_s": opts.max_wall_s or 60.0 + 75.0 * opts.budget},
@@ -65,6 +73,7 @@ def campaign_dict(entry: Entry, scale: float, opts: SuiteOptions) -> dict:
         "critic": {"max_cv": opts.max_cv, "min_speedup": 1.02},
         "sandbox": {"kind": "local", "timeout_s": 300},
         "store": {"url": "sqlite:///../suite.db"},
+        **({"skills": {"exclude": list(opts.exclude)}} if opts.exclude else {}),
     }
 
 
@@ -80,10 +89,12 @@ def run_one(entry: Entry, opts: SuiteOptions, calib: dict, say: Callable[[str], 
     from arbor.campaign.run import run_campaign
 
     row: dict = {"key": entry.key, "file": str(entry.path), "level": entry.level, "id": entry.pid}
-    if entry.key not in calib:
-        calib[entry.key] = calibrate(entry.path, opts.time_target_ms)
-        _write(opts.out / "calibration.json", calib)
-    scale = calib[entry.key]["scale"]
+    scale = opts.fixed_scale()
+    if scale is None:  # calibrated (on the CPU, where the suite's default campaigns run)
+        if entry.key not in calib:
+            calib[entry.key] = calibrate(entry.path, opts.time_target_ms)
+            _write(opts.out / "calibration.json", calib)
+        scale = calib[entry.key]["scale"]
     row["scale"] = scale
     data = campaign_dict(entry, scale, opts)
     camp_dir = opts.out / "campaigns"
@@ -144,7 +155,7 @@ def run_suite(opts: SuiteOptions, say: Callable[[str], None] = print) -> dict:
         _write(results_path, {"rows": list(done.values())})
     summ = summary(rows)
     meta = {"dir": str(opts.directory), "budget": opts.budget, "time_target_ms": opts.time_target_ms,
-            "max_cv": opts.max_cv,
+            "max_cv": opts.max_cv, "device": opts.device, "scale": opts.fixed_scale(),
             "load_avg": [round(x, 2) for x in os.getloadavg()]}
     _write(results_path, {"rows": list(done.values()), "selected": [r["key"] for r in rows], "summary": summ,
                           "meta": meta})

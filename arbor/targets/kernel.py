@@ -33,7 +33,8 @@ class KernelAdapter(TargetAdapter):
         return to_modelnew(self.problem.source)
 
     def moves(self, skills: list[SkillSpec]) -> list[MoveSpec]:
-        return drop_noops(kernel_moves(skills, self.spec.target.device), self.spec.target.num_threads)
+        return drop_noops(kernel_moves(skills, self.spec.target.device), self.spec.target.num_threads,
+                          self.spec.target.device)
 
     def request(self, candidate_source: str) -> KernelRequest:
         t, m, sb, c = self.spec.target, self.spec.measurement, self.spec.sandbox, self.spec.critic

@@ -83,3 +83,23 @@ def test_suite_runs_a_directory_and_resumes(tmp_path: Path):
     assert rows[0]["key"] == "l2_01_gemm_sum" and rows[0]["compile"] is not None
     again = arbor(*args, timeout=300)  # finished problems are not run again
     assert again.returncode == 0 and "l2_01_gemm_sum: scale" not in again.stdout
+
+
+def test_campaigns_run_on_the_suites_device_at_a_fixed_scale_with_skills_left_out(tmp_path: Path):
+    """The GPU suite: cuda campaigns at the files' own sizes (no CPU calibration); its dry run: one
+    small scale on the CPU, with skills excluded."""
+    from arbor.spec import parse_spec
+    from arbor.suite.discover import Entry
+    from arbor.suite.run import SuiteOptions, campaign_dict
+
+    (tmp_path / "l2_01_gemm_sum.py").write_text(PROBLEM)
+    entry = Entry(tmp_path / "l2_01_gemm_sum.py", 2, 1, "l2_01_gemm_sum")
+    gpu = SuiteOptions(directory=tmp_path, out=tmp_path / "o", device="cuda")
+    assert gpu.fixed_scale() == 1.0 and SuiteOptions(directory=tmp_path, out=tmp_path).fixed_scale() is None
+    data = campaign_dict(entry, gpu.fixed_scale(), gpu)
+    assert data["target"]["device"] == "cuda" and data["target"]["size_scale"] == 1.0 and "skills" not in data
+    dry = SuiteOptions(directory=tmp_path, out=tmp_path / "o", scale=0.03125, exclude=["torch-compile"])
+    data = campaign_dict(entry, dry.fixed_scale(), dry)
+    assert data["target"]["device"] == "cpu" and data["skills"] == {"exclude": ["torch-compile"]}
+    spec = parse_spec(data, str(tmp_path / "c.yaml"), tmp_path)  # a valid campaign
+    assert spec.target.size_scale == 0.03125 and spec.skills.exclude == ["torch-compile"]

@@ -1,0 +1,145 @@
+"""``triton_codegen``: ModelNew's elementwise/row-reduction tail as one generated Triton kernel.
+
+The candidate is traced (``graph/trace.py``: meta device, nothing allocated), its output region is
+matched (``region.py``) and lowered, and the new module keeps everything before the region in
+torch (FX's own code for the prefix: the GEMM, the conv, views) and launches the kernel for the
+rest. The forward always launches the kernel: there is no branch back to the reference's ops
+(a silent fallback is a reward hack, docs/integrity.md), and a device the kernel cannot run on is
+an error the harness reports, not a slower correct answer.
+
+Refused (``None``) when the graph cannot be traced, the region is not one the kernels model
+exactly, the module already defines the generated names, or the code would depend on the
+problem's sizes (traced again at half size, the whole module must come out identical).
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+
+from ..base import module_bindings, register
+from ..graph.emit import _free_names, _strip_frees, scaled_source
+from ..graph.trace import Traced, trace
+from .plan import Unsupported
+from .region import Match, match
+from .source import KERNEL, LAUNCHER, kernel_source, launcher_source
+
+BLOCKS = (16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536)
+WARPS = (1, 2, 4, 8, 16, 32)
+
+
+def validate(params: dict) -> None:
+    unknown = set(params) - {"block", "num_warps"}
+    if unknown:
+        raise ValueError(f"unknown params {sorted(unknown)}; triton_codegen takes block and num_warps")
+    if params.get("block") not in BLOCKS:
+        raise ValueError(f"block must be a power of two in {BLOCKS[0]}..{BLOCKS[-1]}, got {params.get('block')!r}")
+    if params.get("num_warps") not in WARPS:
+        raise ValueError(f"num_warps must be one of {WARPS}, got {params.get('num_warps')!r}")
+
+
+def _forward(traced: Traced, m: Match) -> ast.FunctionDef:
+    """FX's code for the graph with the region replaced by one call of the launcher."""
+    import torch.fx
+
+    def launch(*args):  # type: ignore[no-untyped-def]  # a stand-in target: only its name is emitted
+        raise RuntimeError("placeholder")
+
+    launch.__name__ = LAUNCHER
+    graph = torch.fx.Graph(owning_module=traced.gm)
+    region = set(m.nodes)
+    env: dict = {}
+    for node in traced.gm.graph.nodes:
+        if node is m.root:
+            args = tuple(graph.get_attr(e) if isinstance(e, str) else env[e] for e in m.externals)
+            env[node] = graph.create_node("call_function", launch, args, {}, name="fused")
+        elif node not in region:
+            env[node] = graph.node_copy(node, lambda n: env[n])
+    graph.eliminate_dead_code()
+    graph.lint()
+    if any(str(n.target).startswith("_tensor_constant") for n in graph.nodes if n.op == "get_attr"):
+        raise Unsupported("a constant captured during tracing")
+    text = graph.python_code(root_module="self").src.replace("torch._C._nn.", "torch.nn.functional.")
+    fn = ast.parse(text.strip()).body[0]
+    assert isinstance(fn, ast.FunctionDef)
+    fn.returns = None
+    for a in fn.args.args:
+        a.annotation = None
+    for node in ast.walk(fn):  # FX prefixes the stand-in's module to its name
+        if isinstance(node, ast.Name) and node.id.endswith(LAUNCHER):
+            node.id = LAUNCHER
+    if _free_names(fn) - {"torch", "self", LAUNCHER}:
+        raise Unsupported("the rest of the forward refers to names the module does not define")
+    _strip_frees(fn)
+    return fn
+
+
+def _parts(traced: Traced, block: int, num_warps: int) -> tuple[ast.FunctionDef, str, str]:
+    """(new forward, kernel source, launcher source) for a traced candidate."""
+    m = match(traced.gm)
+    return _forward(traced, m), kernel_source(m), launcher_source(m, block, num_warps)
+
+
+def _render(traced: Traced, fn: ast.FunctionDef, kernel: str, launcher: str) -> str:
+    tree = copy.deepcopy(traced.tree)
+    if {KERNEL, LAUNCHER, "triton", "tl"} & module_bindings(tree):
+        raise Unsupported("the module already binds a generated name")
+    cls = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "ModelNew")
+    old = next((n for n in cls.body if isinstance(n, ast.FunctionDef) and n.name == "forward"), None)
+    if old is None:
+        raise Unsupported("ModelNew has no forward")
+    fn.decorator_list = old.decorator_list
+    hints = {a.arg: a.annotation for a in old.args.args}
+    for a in fn.args.args:
+        a.annotation = hints.get(a.arg)
+    fn.returns = old.returns
+    cls.body[cls.body.index(old)] = fn
+    bound = module_bindings(tree)
+    imports = "".join(f"{line}\n" for name, line in (("torch", "import torch"), ("triton", "import triton"),
+                                                     ("tl", "import triton.language as tl")) if name not in bound)
+    generated = ast.parse(imports + kernel + "\n\n" + launcher).body
+    body, index = tree.body, 0
+    while index < len(body) and (isinstance(body[index], (ast.Import, ast.ImportFrom))
+                                 or (isinstance(body[index], ast.Expr) and isinstance(body[index].value, ast.Constant))):
+        index += 1
+    body[index:index] = generated
+    ast.fix_missing_locations(tree)
+    return ast.unparse(tree) + "\n"
+
+
+def generate(source: str, block: int, num_warps: int) -> str:
+    """The candidate with its output region as a Triton kernel; Unsupported (reason) otherwise."""
+    traced = trace(source)
+    if traced is None:
+        raise Unsupported("ModelNew cannot be traced (data-dependent code, a compiled or non-plain module)")
+    fn, kernel, launcher = _parts(traced, block, num_warps)
+    small_src = scaled_source(source)
+    if small_src is not None:  # the same code must come out of a smaller instance of the problem
+        small = trace(small_src)
+        if small is None:
+            raise Unsupported("the half-size problem cannot be traced")
+        fn2, kernel2, launcher2 = _parts(small, block, num_warps)
+        if (ast.dump(fn2), kernel2, launcher2) != (ast.dump(fn), kernel, launcher):
+            raise Unsupported("the generated code depends on the problem's sizes")
+    return _render(traced, fn, kernel, launcher)
+
+
+def explain(source: str) -> str | None:
+    """Why the move does not apply to ``source`` (None when it does): for tests and the docs."""
+    try:
+        generate(source, 1024, 4)
+    except Unsupported as exc:
+        return str(exc)
+    return None
+
+
+@register("triton_codegen", validate=validate)
+def triton_codegen(source: str, params: dict) -> str | None:
+    """ModelNew's output region as one generated ``@triton.jit`` kernel (block, num_warps)."""
+    validate(params)
+    try:
+        return generate(source, int(params["block"]), int(params["num_warps"]))
+    except Unsupported:
+        return None
+    except Exception:  # noqa: BLE001 - a graph the matcher cannot read: the move does not apply
+        return None

@@ -1,0 +1,28 @@
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    """Linear layer, logsumexp over its outputs, then ReLU."""
+
+    def __init__(self, in_features: int, out_features: int):
+        super(Model, self).__init__()
+        self.linear = nn.Linear(in_features, out_features)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.linear(x)
+        x = torch.logsumexp(x, dim=1, keepdim=True)
+        return torch.relu(x)
+
+
+batch_size = 2048
+in_features = 4096
+out_features = 4096
+
+
+def get_inputs():
+    return [torch.randn(batch_size, in_features)]
+
+
+def get_init_inputs():
+    return [in_features, out_features]
