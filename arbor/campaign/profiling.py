@@ -7,7 +7,7 @@ advice: any failure is stored as ``{"error": ...}`` and the campaign goes on.
 
 from __future__ import annotations
 
-from arbor.agents.profile_aim import OFF_TARGET
+from arbor.agents.specialists.kernel_heuristic import MAX_PROFILE_RISE
 from arbor.sandbox.gpu import cached_cpu_peak, gpu_peak
 from arbor.sandbox.profiling import format_profile, run_profile
 
@@ -31,7 +31,7 @@ def hand_to_agents(ctx: Context, profile: dict) -> None:
     if profile.get("error"):
         return
     ctx.specialist.set_profile(profile)
-    ctx.orchestrator.priors_may_rise(1.0 / OFF_TARGET)
+    ctx.orchestrator.priors_may_rise(MAX_PROFILE_RISE)
 
 
 def profiling_on(ctx: Context) -> bool:
