@@ -28,15 +28,19 @@ def suite(directory: Path = typer.Argument(..., help="folder of KernelBench-styl
                                                help="scale each problem so its eager reference takes about this"),
           max_wall_s: Optional[float] = typer.Option(None, "--max-wall-s", help="wall-clock budget per campaign"),
           max_cv: float = typer.Option(0.15, "--max-cv", min=0.01, help="critic.max_cv of each campaign (noise gate)"),
+          precision: str = typer.Option("fp32", "--precision",
+                                        help="KernelBench precision mode of every campaign: fp32, fp16 or bf16"),
           json_out: bool = JsonOpt) -> None:
     """Run a campaign per problem; print eager vs torch.compile vs Arbor with fast_p and geomeans."""
     from arbor.suite.run import SuiteOptions, run_suite
 
+    if precision not in ("fp32", "fp16", "bf16"):
+        fail(ValueError(f"--precision {precision!r} is not a precision mode — use fp32, fp16 or bf16"))
     try:
         result = run_suite(SuiteOptions(directory=directory, out=output, ids=_ints(ids, "--ids"),
                                         levels=_ints(levels, "--levels"), budget=budget,
                                         time_target_ms=time_target_ms, max_wall_s=max_wall_s,
-                                        max_cv=max_cv),
+                                        max_cv=max_cv, precision=precision),
                            say=(lambda s: None) if json_out else out.print)
     except user_errors() as exc:
         fail(exc)

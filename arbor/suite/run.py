@@ -37,6 +37,7 @@ class SuiteOptions:
     max_wall_s: float | None = None
     seed: int = 0
     max_cv: float = 0.15
+    precision: str = "fp32"  # target.precision of every campaign (KernelBench's fp32 | fp16 | bf16)
 
 
 def _read(path: Path, default):  # type: ignore[no-untyped-def]
@@ -57,7 +58,7 @@ def campaign_dict(entry: Entry, scale: float, opts: SuiteOptions) -> dict:
         "name": f"suite-{entry.key}",
         "description": f"arbor suite: {entry.path.name} at size_scale {scale}",
         "target": {"kind": "kernel", "problem": str(entry.path), "size_scale": scale, "device": "cpu",
-                   "num_threads": 1},
+                   "num_threads": 1, "precision": opts.precision},
         "budget": {"max_evaluations": opts.budget, "max_failures_in_row": opts.budget,
                    "max_wall_s": opts.max_wall_s or 60.0 + 75.0 * opts.budget},
         "agents": {"backend": "heuristic", "seed": opts.seed, "policy": "puct"},
@@ -105,6 +106,7 @@ def run_one(entry: Entry, opts: SuiteOptions, calib: dict, say: Callable[[str], 
         if not _baseline_unstable(summ.stop_reason):
             break
     row["attempts"] = attempt + 1
+    row["precision"] = spec.target.precision
     row.update(campaign=spec.name, stop_reason=summ.stop_reason, campaign_speedup=summ.speedup,
                best_node=summ.best_node, verified=bool(summ.verified), counts=summ.counts,
                campaign_s=round(time.monotonic() - t0, 1))
@@ -144,7 +146,7 @@ def run_suite(opts: SuiteOptions, say: Callable[[str], None] = print) -> dict:
         _write(results_path, {"rows": list(done.values())})
     summ = summary(rows)
     meta = {"dir": str(opts.directory), "budget": opts.budget, "time_target_ms": opts.time_target_ms,
-            "max_cv": opts.max_cv,
+            "max_cv": opts.max_cv, "precision": opts.precision,
             "load_avg": [round(x, 2) for x in os.getloadavg()]}
     _write(results_path, {"rows": list(done.values()), "selected": [r["key"] for r in rows], "summary": summ,
                           "meta": meta})
