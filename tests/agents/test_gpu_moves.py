@@ -105,6 +105,8 @@ def test_conv_moves_need_a_convolution(tmp_path):
     gemm = offered(adapter(tmp_path, PROBLEMS / "l2_10_gemm_swish_scale_add.py"))
     assert not {"cudnn-benchmark", "channels-last-cuda"} & set(gemm)
     assert "compile-max-autotune-cudagraphs" in gemm and "compile-epilogue-autotune" in gemm
+    folds = offered(adapter(tmp_path, PROBLEMS / "l2_02_gemm_scale_residual.py"))
+    assert "graph-fold-affine" in folds  # epilogues folded into the GEMM: on GPUs as on CPUs
     elementwise = offered(adapter(tmp_path, PROBLEMS / "l1_02_gelu_tanh_literal.py"))
     assert not {"cudnn-benchmark", "channels-last-cuda", "compile-max-autotune-cudagraphs",
                 "compile-epilogue-autotune", "cublaslt-epilogue"} & set(elementwise)

@@ -122,6 +122,8 @@ def _epilogue_activation(rw: Rewrite, act, source) -> bool | None:  # type: igno
 def lt_epilogue(rw: Rewrite) -> int:
     """``relu(linear(x, W, b))`` / ``gelu_tanh(...)`` -> ``torch._addmm_activation(b, x, W.t())``."""
     count = 0
+    if not hasattr(torch, "_addmm_activation"):  # a torch that does not expose the epilogue: no move
+        return 0
     for node in list(rw.graph.nodes):
         site = site_of(rw, node)
         if site is None or site.kind != "linear" or site.bias is None or len(node.users) != 1:
