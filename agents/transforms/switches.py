@@ -24,6 +24,15 @@ SWITCHES = {  # name -> (the attribute set, the value the candidate's calls run 
 }
 
 
+def _calls_conv(tree: ast.Module) -> bool:
+    """cuDNN's autotuner only times convolutions: a module without one has nothing to tune."""
+    return any(isinstance(n, ast.Call) and "conv" in (dotted(n.func) or "").split(".")[-1].lower()
+               for n in ast.walk(tree))
+
+
+NEEDS = {"cudnn_benchmark": _calls_conv}  # what the module must contain for the switch to matter
+
+
 def _validate(params: dict) -> None:
     unknown = set(params) - {"switch"}
     if unknown or params.get("switch") not in SWITCHES:
@@ -40,14 +49,15 @@ def scoped_switch(source: str, params: dict) -> str | None:
     """Wrap ModelNew.forward (the public one: a compiled or graphed candidate's trampoline too) in
     ``previous = <switch>; <switch> = value; try: <body> finally: <switch> = previous``.
 
-    None when ModelNew already sets that switch anywhere.
+    None when ModelNew already sets that switch anywhere, or the module has nothing the switch
+    acts on (``NEEDS``: no convolution for cuDNN's autotuner).
     """
     _validate(params)
     path, value = SWITCHES[params["switch"]]
     tree = parse(source)
     cls = find_class(tree) if tree is not None else None
     forward = find_method(cls, "forward") if cls is not None else None
-    if tree is None or cls is None or forward is None or _sets(cls, path):
+    if tree is None or cls is None or forward is None or _sets(cls, path) or not NEEDS[params["switch"]](tree):
         return None
     body = list(forward.body)
     doc = []

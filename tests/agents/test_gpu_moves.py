@@ -169,6 +169,16 @@ def test_a_condition_naming_an_unknown_fact_fails_at_start():
         HeuristicKernelSpecialist([bad])
 
 
+def test_cudnn_benchmark_declines_a_module_without_a_convolution():
+    """Even where the reference cannot be traced (its condition unknown), the transform itself
+    finds no convolution to tune and the move is not offered."""
+    params = {"switch": "cudnn_benchmark"}
+    assert apply_move(to_modelnew(LINEAR_RELU), "scoped_switch", params) is None
+    conv = apply_move(to_modelnew((PROBLEMS / "l2_06_conv_relu_bias.py").read_text()), "scoped_switch", params)
+    assert "torch.backends.cudnn.benchmark = True" in conv and "finally:" in conv
+    assert apply_move(conv, "scoped_switch", params) is None  # already scoped
+
+
 @pytest.mark.parametrize("problem, move", [
     (PROBLEMS / "l2_06_conv_relu_bias.py", "cudnn-benchmark"),
     (PROBLEMS / "l2_06_conv_relu_bias.py", "channels-last-cuda"),
