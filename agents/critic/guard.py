@@ -81,6 +81,15 @@ PRECISION_ATTRS = {  # attribute -> (value -> precision permitted); an unknown v
     "fp32_precision": lambda v: {"ieee": "fp32", "none": "fp32", "tf32": "tf32"}.get(v, "bf16"),
 }
 _MATMUL_PRECISION = {"highest": "fp32", "high": "tf32"}  # "medium" and anything unknown: bf16
+# torch's C setters behind those attributes, called directly: (the attribute it sets, value argument)
+_C_SETTERS = {
+    "_set_cublas_allow_tf32": ("allow_tf32", 0), "_set_cudnn_allow_tf32": ("allow_tf32", 0),
+    "_set_onednn_allow_tf32": ("allow_tf32", 0), "_set_fp32_precision_setter": ("fp32_precision", 2),
+    "_set_cublas_allow_fp16_reduced_precision_reduction": ("allow_fp16_reduced_precision_reduction", 0),
+    "_set_cpu_allow_fp16_reduced_precision_reduction": ("allow_fp16_reduced_precision_reduction", 0),
+    "_set_cublas_allow_bf16_reduced_precision_reduction": ("allow_bf16_reduced_precision_reduction", 0),
+    "_set_cublas_allow_fp16_accumulation": ("allow_fp16_accumulation", 0),
+}
 OWN_SWITCHES = ("cudnn.benchmark",)  # the candidate's own for its calls (process_state.OWN)
 _UNKNOWN = object()
 FILE_METHODS = {"read_text", "read_bytes", "write_text", "write_bytes"}
@@ -194,6 +203,14 @@ class _Visitor(ast.NodeVisitor):
                 (k.value for k in node.keywords if k.arg == "precision"), None))
             self.precision_switch(node, f"torch.set_float32_matmul_precision({value if value is not _UNKNOWN else '...'!r})",
                                   _MATMUL_PRECISION.get(value, "bf16") if isinstance(value, str) else "bf16")
+        if isinstance(fn, ast.Attribute) and fn.attr in _C_SETTERS:
+            attr, index = _C_SETTERS[fn.attr]
+            value = _literal(node.args[index]) if len(node.args) > index else _UNKNOWN
+            self.precision_switch(node, f"{_dotted(fn)}(...)", PRECISION_ATTRS[attr](value))
+        elif isinstance(fn, ast.Attribute) and fn.attr == "_set_float32_matmul_precision":
+            value = _literal(node.args[0]) if node.args else _UNKNOWN
+            self.precision_switch(node, f"{_dotted(fn)}(...)", _MATMUL_PRECISION.get(value, "bf16")
+                                  if isinstance(value, str) else "bf16")
         for kw in node.keywords:  # torch.backends.cudnn.flags(allow_tf32=...) and friends
             if kw.arg in PRECISION_ATTRS:
                 self.precision_switch(node, f"{kw.arg}= in {_dotted(fn)}()", PRECISION_ATTRS[kw.arg](_literal(kw.value)))
