@@ -15,7 +15,7 @@ from arbor.agents.transforms import apply_move, to_modelnew
 from arbor.sandbox.kernel_protocol import KernelRequest, measure_kernels
 from arbor.sandbox.local_runner import LocalRunner
 
-from tests.agents.test_gpu_moves import LINEAR_RELU
+from tests.agents.gpu_problems import LINEAR_RELU
 
 PROBLEMS = Path(__file__).resolve().parents[2] / "benchmarks" / "problems"
 FAST = dict(warmup_s=0.02, time_budget_s=0.1, min_repeats=4, max_repeats=20, min_sample_s=1e-3, num_threads=1,

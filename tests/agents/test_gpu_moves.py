@@ -18,37 +18,13 @@ from arbor.search_tree.records import NodeRecord
 from arbor.spec import parse_spec
 from arbor.targets.kernel import KernelAdapter
 
+from .gpu_problems import LINEAR_RELU
+
 REPO = Path(__file__).resolve().parents[2]
 PROBLEMS = REPO / "benchmarks" / "problems"
 GPU_MOVES = {"cuda-graph-forward", "compile-reduce-overhead", "compile-max-autotune-cudagraphs",
              "compile-epilogue-autotune", "cublaslt-epilogue", "cudnn-benchmark", "channels-last-cuda"}
 
-LINEAR_RELU = '''
-import torch
-import torch.nn as nn
-
-batch_size = 64
-in_features = 256
-out_features = 512
-
-
-class Model(nn.Module):
-    def __init__(self, in_features, out_features):
-        super().__init__()
-        self.fc = nn.Linear(in_features, out_features)
-
-    def forward(self, x):
-        return torch.relu(self.fc(x))
-
-
-def get_inputs():
-    return [torch.randn(batch_size, in_features)]
-
-
-def get_init_inputs():
-    return [in_features, out_features]
-'''
-# the same with GEMM dimensions too small for a tensor-core tile
 TINY_GEMM = LINEAR_RELU.replace("in_features = 256", "in_features = 8")
 
 LAUNCH_BOUND = {"call_ms": 0.06, "launches": 8.0, "kernel_us": 2.5, "device_ms": 0.02, "gpu_busy": 0.33,

@@ -15,7 +15,7 @@ from arbor.agents.transforms import apply_move, to_modelnew
 from arbor.sandbox.kernel_protocol import KernelRequest, measure_kernels
 from arbor.sandbox.local_runner import LocalRunner
 
-from .test_gpu_moves import LINEAR_RELU
+from .gpu_problems import LINEAR_RELU
 
 pytestmark = pytest.mark.gpu
 
