@@ -201,7 +201,8 @@ class _Visitor(ast.NodeVisitor):
         if pair == ("torch", "set_float32_matmul_precision"):
             value = _literal(node.args[0] if node.args else next(
                 (k.value for k in node.keywords if k.arg == "precision"), None))
-            self.precision_switch(node, f"torch.set_float32_matmul_precision({value if value is not _UNKNOWN else '...'!r})",
+            shown = repr(value) if value is not _UNKNOWN else "..."
+            self.precision_switch(node, f"torch.set_float32_matmul_precision({shown})",
                                   _MATMUL_PRECISION.get(value, "bf16") if isinstance(value, str) else "bf16")
         if isinstance(fn, ast.Attribute) and fn.attr in _C_SETTERS:
             attr, index = _C_SETTERS[fn.attr]
@@ -213,7 +214,8 @@ class _Visitor(ast.NodeVisitor):
                                   if isinstance(value, str) else "bf16")
         for kw in node.keywords:  # torch.backends.cudnn.flags(allow_tf32=...) and friends
             if kw.arg in PRECISION_ATTRS:
-                self.precision_switch(node, f"{kw.arg}= in {_dotted(fn)}()", PRECISION_ATTRS[kw.arg](_literal(kw.value)))
+                self.precision_switch(node, f"{kw.arg}= in {_dotted(fn)}()",
+                                      PRECISION_ATTRS[kw.arg](_literal(kw.value)))
         if pair in FORBIDDEN_ATTR_CALLS:
             self.flag(node, f"calls {pair[0]}.{pair[1]}(): {FORBIDDEN_ATTR_CALLS[pair]}")
         if isinstance(fn, ast.Attribute) and fn.attr in FILE_METHODS:
@@ -231,7 +233,8 @@ class _Visitor(ast.NodeVisitor):
             for sub in ast.walk(t):
                 if isinstance(sub, (ast.Attribute, ast.Subscript)) and isinstance(sub.ctx, (ast.Store, ast.Del)):
                     if isinstance(sub.ctx, ast.Store) and _is_switch_store(sub):
-                        value = getattr(node, "value", None) if sub is t and not isinstance(node, ast.AugAssign) else None
+                        whole = sub is t and not isinstance(node, ast.AugAssign)  # `a.x = v`, not `a.x += v`
+                        value = getattr(node, "value", None) if whole else None
                         self._switch_store(node, sub, _literal(value))
                         continue
                     root = _root_name(sub)

@@ -22,4 +22,5 @@ __all__ = ["AgentRole", "Agents", "Budget", "CampaignSpec", "ClockTargetsCfg", "
            "DockerOptions", "KernelTarget", "LLM_ROLES", "Measurement", "Objective", "PRECISION_TOLERANCE", "Precision",
            "Price", "ReplayTarget",
            "Sandbox", "ServingTarget", "Skills", "SpecError", "StoreCfg", "Strict", "StructuredMode", "TargetModel",
-           "format_validation_error", "load_spec", "parse_spec", "precision_of", "register_target_model", "unregister_target_model"]
+           "format_validation_error", "load_spec", "parse_spec", "precision_of", "register_target_model",
+           "unregister_target_model"]
