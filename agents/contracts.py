@@ -166,8 +166,10 @@ class Critic(ABC):
     config: CriticConfig
 
     @abstractmethod
-    def static_check(self, source: str, allowed_modules: frozenset[str] = frozenset()) -> Judgement | None:
-        """The static guard, before anything runs. None means the candidate may be measured."""
+    def static_check(self, source: str, allowed_modules: frozenset[str] = frozenset(),
+                     precision: str = "fp32") -> Judgement | None:
+        """The static guard, before anything runs. None means the candidate may be measured.
+        ``precision``: the campaign's precision mode, which decides the precision switches."""
 
     @abstractmethod
     def judge(self, ev: Evidence, baseline_samples: list[float], candidate_samples: list[float]) -> Judgement:

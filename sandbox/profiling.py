@@ -97,9 +97,22 @@ def summarize(raw: dict, dtype: str | None, peak: dict | None) -> dict:
     if dominant is not None:
         f, b = dominant.get("flops_frac_peak"), dominant.get("bytes_frac_peak")
         bound = "compute" if f is not None and (b is None or f >= b) else ("memory" if b is not None else None)
-    return {"call_ms": raw.get("call_ms"), "iters": raw.get("iters"), "ops": top,
-            "categories": dict(sorted(shares.items(), key=lambda kv: -kv[1])),
-            "dominant": dominant["op"] if dominant else None, "dominant_bound": bound, "peak": peak}
+    out = {"call_ms": raw.get("call_ms"), "iters": raw.get("iters"), "ops": top,
+           "categories": dict(sorted(shares.items(), key=lambda kv: -kv[1])),
+           "dominant": dominant["op"] if dominant else None, "dominant_bound": bound, "peak": peak}
+    out.update(launch_profile(raw))
+    return out
+
+
+def launch_profile(raw: dict) -> dict:
+    """GPU profiles: kernels launched per call, the GPU's busy time per call and its share of the
+    call's wall time (what a CUDA graph can win back is the rest); {} for CPU profiles."""
+    launches, device_us, call_ms = raw.get("launches"), raw.get("device_us"), raw.get("call_ms")
+    if not launches or device_us is None or not call_ms:
+        return {}
+    return {"launches": round(float(launches), 2), "device_ms": float(device_us) / 1e3,
+            "kernel_us": float(device_us) / float(launches),
+            "gpu_busy": min(1.0, float(device_us) / 1e3 / float(call_ms))}
 
 
 def run_profile(runner: Runner, req: KernelRequest, peak: dict | None = None) -> dict:
@@ -126,6 +139,9 @@ def format_profile(p: dict, limit: int = 8) -> str:
         return f"profile: {p.get('error') if p else 'none'}"
     cats = ", ".join(f"{k} {v:.0%}" for k, v in list(p.get("categories", {}).items())[:5])
     lines = [f"profile: {p.get('call_ms') or 0:.2f} ms per call; time by kind: {cats}"]
+    if p.get("launches"):
+        lines.append(f"  GPU: {p['launches']:g} kernels per call, {p['kernel_us']:.1f} us each on average, "
+                     f"busy {p['gpu_busy']:.0%} of the call")
     for o in p.get("ops", [])[:limit]:
         pos = []
         if o.get("flops_frac_peak") is not None:

@@ -26,9 +26,10 @@ class HeuristicCritic(Critic):
     def __init__(self, config: CriticConfig):
         self.config = config
 
-    def static_check(self, source: str, allowed_modules: frozenset[str] = frozenset()) -> Judgement | None:
+    def static_check(self, source: str, allowed_modules: frozenset[str] = frozenset(),
+                     precision: str = "fp32") -> Judgement | None:
         """Gate 1 (static guard). ``None`` means the candidate may run."""
-        findings = check_source(source, allowed_modules)
+        findings = check_source(source, allowed_modules, precision)
         if not findings:
             return None
         first = findings[0]

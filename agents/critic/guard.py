@@ -7,6 +7,12 @@ modules, patching timers, the checker or library functions, changing process-wid
 intercepting the reference's ops (dispatch modes, aten overrides), reading files, and the dynamic
 execution and introspection that would hide any of the former. It is the first of two lines:
 the harness re-checks the same classes at run time.
+
+Precision switches follow the campaign's precision mode (docs/campaigns.md#precision): a switch
+set to a value that lets an op compute below the mode's precision is flagged (TF32 or reduced-
+precision reductions in fp32 mode); at or above it (TF32 in fp16 and bf16 modes) it is the
+candidate's own choice, as is ``cudnn.benchmark`` in every mode: the harness keeps the reference
+running under the switches it had before the candidate was imported.
 """
 
 from __future__ import annotations
@@ -62,9 +68,30 @@ FORBIDDEN_ATTR_CALLS = {
     ("numpy", "load"): "loading precomputed results", ("torch", "from_file"): "reading files",
     ("np", "fromfile"): "reading files", ("numpy", "fromfile"): "reading files",
     ("io", "open"): "reading or writing files",
-    ("torch", "set_float32_matmul_precision"): _PRECISION, ("torch", "set_default_dtype"): _PRECISION,
-    ("torch", "set_default_tensor_type"): _PRECISION,
+    ("torch", "set_default_dtype"): _PRECISION, ("torch", "set_default_tensor_type"): _PRECISION,
 }
+# Precision switches, what each value lets an op compute in, and the mantissa bits of that; a mode's
+# floor is its own dtype's bits (the harness's process_state.PRECISION holds the same rules).
+MANTISSA_BITS = {"fp64": 52, "fp32": 23, "tf32": 10, "fp16": 10, "bf16": 7}
+PRECISION_ATTRS = {  # attribute -> (value -> precision permitted); an unknown value: the lowest
+    "allow_tf32": lambda v: "tf32" if v is not False else "fp32",
+    "allow_fp16_reduced_precision_reduction": lambda v: "fp16" if v is not False else "fp32",
+    "allow_fp16_accumulation": lambda v: "fp16" if v is not False else "fp32",
+    "allow_bf16_reduced_precision_reduction": lambda v: "bf16" if v is not False else "fp32",
+    "fp32_precision": lambda v: {"ieee": "fp32", "none": "fp32", "tf32": "tf32"}.get(v, "bf16"),
+}
+_MATMUL_PRECISION = {"highest": "fp32", "high": "tf32"}  # "medium" and anything unknown: bf16
+# torch's C setters behind those attributes, called directly: (the attribute it sets, value argument)
+_C_SETTERS = {
+    "_set_cublas_allow_tf32": ("allow_tf32", 0), "_set_cudnn_allow_tf32": ("allow_tf32", 0),
+    "_set_onednn_allow_tf32": ("allow_tf32", 0), "_set_fp32_precision_setter": ("fp32_precision", 2),
+    "_set_cublas_allow_fp16_reduced_precision_reduction": ("allow_fp16_reduced_precision_reduction", 0),
+    "_set_cpu_allow_fp16_reduced_precision_reduction": ("allow_fp16_reduced_precision_reduction", 0),
+    "_set_cublas_allow_bf16_reduced_precision_reduction": ("allow_bf16_reduced_precision_reduction", 0),
+    "_set_cublas_allow_fp16_accumulation": ("allow_fp16_accumulation", 0),
+}
+OWN_SWITCHES = ("cudnn.benchmark",)  # the candidate's own for its calls (process_state.OWN)
+_UNKNOWN = object()
 FILE_METHODS = {"read_text", "read_bytes", "write_text", "write_bytes"}
 INTERNALS = {"__globals__", "__code__", "__closure__", "__builtins__", "__subclasses__", "__bases__",
              "__mro__", "f_back", "f_globals", "f_locals", "f_code", "gi_frame", "tb_frame",
@@ -116,14 +143,34 @@ def _module_check(name: str, allowed: frozenset[str]) -> str | None:
     return None
 
 
+def _literal(node: ast.AST | None) -> object:
+    return node.value if isinstance(node, ast.Constant) else _UNKNOWN
+
+
+def _is_switch_store(target: ast.AST) -> bool:
+    """A store to a precision switch or an own switch: judged by the precision rules, not as patching."""
+    if not isinstance(target, ast.Attribute):
+        return False
+    return target.attr in PRECISION_ATTRS or _dotted(target).endswith(OWN_SWITCHES)
+
+
 class _Visitor(ast.NodeVisitor):
-    def __init__(self, allowed: frozenset[str]) -> None:
+    def __init__(self, allowed: frozenset[str], precision: str = "fp32") -> None:
         self.allowed = allowed
+        self.floor = MANTISSA_BITS.get(precision, MANTISSA_BITS["fp32"])
+        self.precision = precision
+        self.judged: set[int] = set()  # switch stores already judged by their assignment
         self.findings: list[GuardFinding] = []
         self.modules: set[str] = set(PATCHED_ROOTS)
 
     def flag(self, node: ast.AST, reason: str) -> None:
         self.findings.append(GuardFinding("hack_suspected", getattr(node, "lineno", 0), reason))
+
+    def precision_switch(self, node: ast.AST, what: str, permits: str) -> None:
+        """Flag ``what`` when the precision it permits is below the campaign's precision mode."""
+        if MANTISSA_BITS[permits] < self.floor:
+            self.flag(node, f"sets {what}: lowers precision to {permits}, below the campaign's "
+                      f"{self.precision} precision mode")
 
     def visit_Import(self, node: ast.Import) -> None:
         for a in node.names:
@@ -151,6 +198,24 @@ class _Visitor(ast.NodeVisitor):
             elif fn.id == "Model":
                 self.flag(node, "instantiates the reference Model (falls back to the reference)")
         pair = _attr_pair(fn)
+        if pair == ("torch", "set_float32_matmul_precision"):
+            value = _literal(node.args[0] if node.args else next(
+                (k.value for k in node.keywords if k.arg == "precision"), None))
+            shown = repr(value) if value is not _UNKNOWN else "..."
+            self.precision_switch(node, f"torch.set_float32_matmul_precision({shown})",
+                                  _MATMUL_PRECISION.get(value, "bf16") if isinstance(value, str) else "bf16")
+        if isinstance(fn, ast.Attribute) and fn.attr in _C_SETTERS:
+            attr, index = _C_SETTERS[fn.attr]
+            value = _literal(node.args[index]) if len(node.args) > index else _UNKNOWN
+            self.precision_switch(node, f"{_dotted(fn)}(...)", PRECISION_ATTRS[attr](value))
+        elif isinstance(fn, ast.Attribute) and fn.attr == "_set_float32_matmul_precision":
+            value = _literal(node.args[0]) if node.args else _UNKNOWN
+            self.precision_switch(node, f"{_dotted(fn)}(...)", _MATMUL_PRECISION.get(value, "bf16")
+                                  if isinstance(value, str) else "bf16")
+        for kw in node.keywords:  # torch.backends.cudnn.flags(allow_tf32=...) and friends
+            if kw.arg in PRECISION_ATTRS:
+                self.precision_switch(node, f"{kw.arg}= in {_dotted(fn)}()",
+                                      PRECISION_ATTRS[kw.arg](_literal(kw.value)))
         if pair in FORBIDDEN_ATTR_CALLS:
             self.flag(node, f"calls {pair[0]}.{pair[1]}(): {FORBIDDEN_ATTR_CALLS[pair]}")
         if isinstance(fn, ast.Attribute) and fn.attr in FILE_METHODS:
@@ -167,10 +232,22 @@ class _Visitor(ast.NodeVisitor):
         for t in targets:
             for sub in ast.walk(t):
                 if isinstance(sub, (ast.Attribute, ast.Subscript)) and isinstance(sub.ctx, (ast.Store, ast.Del)):
+                    if isinstance(sub.ctx, ast.Store) and _is_switch_store(sub):
+                        whole = sub is t and not isinstance(node, ast.AugAssign)  # `a.x = v`, not `a.x += v`
+                        value = getattr(node, "value", None) if whole else None
+                        self._switch_store(node, sub, _literal(value))
+                        continue
                     root = _root_name(sub)
                     if root in self.modules and root != "self":
                         self.flag(node, f"assigns to {_dotted(sub)}: monkey-patching library or timer code")
                         return
+
+    def _switch_store(self, node: ast.AST, target: ast.Attribute, value: object = _UNKNOWN) -> None:
+        self.judged.add(id(target))
+        if target.attr not in PRECISION_ATTRS:
+            return  # cudnn.benchmark: the candidate's own (the reference runs without it)
+        self.precision_switch(node, f"{_dotted(target)} = {value if value is not _UNKNOWN else '...'!r}",
+                              PRECISION_ATTRS[target.attr](value))
 
     def visit_Assign(self, node: ast.Assign) -> None:
         self._assign(node, node.targets)
@@ -203,10 +280,8 @@ class _Visitor(ast.NodeVisitor):
             self.flag(node, f"reaches into {_dotted(node.value)}.__dict__ (monkey-patching)")
         elif node.attr in INTERCEPTORS:
             self.flag(node, f"uses {node.attr}: intercepts the reference's operations too")
-        elif node.attr in ("allow_tf32", "allow_fp16_reduced_precision_reduction",
-                           "allow_bf16_reduced_precision_reduction", "fp32_precision") \
-                and isinstance(node.ctx, ast.Store):
-            self.flag(node, f"sets {_dotted(node)}: {_PRECISION}")
+        elif node.attr in PRECISION_ATTRS and isinstance(node.ctx, ast.Store) and id(node) not in self.judged:
+            self._switch_store(node, node)  # a for/with target: the value cannot be read
         self.generic_visit(node)
 
     def visit_FunctionDef(self, node: ast.FunctionDef) -> None:
@@ -215,13 +290,15 @@ class _Visitor(ast.NodeVisitor):
         self.generic_visit(node)
 
 
-def check_source(source: str, allowed_modules: frozenset[str] = frozenset()) -> list[GuardFinding]:
-    """Return every finding; an empty list means the candidate may be executed."""
+def check_source(source: str, allowed_modules: frozenset[str] = frozenset(),
+                 precision: str = "fp32") -> list[GuardFinding]:
+    """Return every finding; an empty list means the candidate may be executed. ``precision`` is
+    the campaign's precision mode (fp32, fp16, bf16; fp64), which decides the precision switches."""
     try:
         tree = ast.parse(source)
     except SyntaxError as exc:
         return [GuardFinding("compile_error", exc.lineno or 0, f"syntax error: {exc.msg}")]
-    v = _Visitor(frozenset(allowed_modules))
+    v = _Visitor(frozenset(allowed_modules), precision)
     model_new = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "ModelNew"]
     if not model_new:
         v.findings.append(GuardFinding("compile_error", 0, "defines no top-level class ModelNew"))

@@ -53,8 +53,9 @@ class LLMCritic(Critic):
     def judge(self, ev: Evidence, baseline_samples: list[float], candidate_samples: list[float]) -> Judgement:
         return self.inner.judge(ev, baseline_samples, candidate_samples)
 
-    def static_check(self, source: str, allowed_modules: frozenset[str] = frozenset()) -> Judgement | None:
-        return self.inner.static_check(source, allowed_modules)
+    def static_check(self, source: str, allowed_modules: frozenset[str] = frozenset(),
+                     precision: str = "fp32") -> Judgement | None:
+        return self.inner.static_check(source, allowed_modules, precision)
 
     def narrate(self, node: NodeRecord, judgement: Judgement, source: str,
                 parent_source: Callable[[], str | None], measurement: MeasurementRecord | None) -> Judgement:

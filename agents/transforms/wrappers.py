@@ -23,8 +23,13 @@ from .base import (
     render,
     stmt,
 )
+from .cuda_graphs import CLONE_FUNCTION, CLONE_SOURCE, ensure_helper
+from .switches import SWITCHES
 
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+# Modes whose compiled forward replays CUDA graphs: outputs live in the graphs' memory pool and the
+# next replay overwrites them, so the trampoline marks each call a new step and returns clones.
+CUDAGRAPH_MODES = ("reduce-overhead", "max-autotune")
 
 
 def _is_compiled(cls: ast.ClassDef) -> bool:
@@ -36,6 +41,14 @@ def _is_compiled(cls: ast.ClassDef) -> bool:
         if isinstance(node, ast.Attribute) and node.attr == "_compiled_forward":
             return True
     return False
+
+
+def _sets_switch(fn: ast.FunctionDef) -> bool:
+    """A forward that sets a backend switch for its calls (``scoped_switch``): compiling it would
+    trace the switch into the graph; compile first, then scope the switch around the trampoline."""
+    paths = {path for path, _ in SWITCHES.values()}
+    return any(isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Store) and dotted(n) in paths
+               for n in ast.walk(fn))
 
 
 def _validate_compile(params: dict) -> None:
@@ -72,13 +85,16 @@ def wrap_compile(source: str, params: dict) -> str | None:
     compilation preserves semantics up to floating-point reassociation; the first calls pay the
     compile time, which the measurement protocol's warm-up absorbs. ``reduce-overhead`` uses CUDA
     graphs and returns buffers that later calls overwrite, so only use it where outputs are
-    consumed before the next call. None when ModelNew is already compiled.
+    consumed before the next call, so in those modes (``CUDAGRAPH_MODES``, max-autotune too) the
+    trampoline calls ``torch.compiler.cudagraph_mark_step_begin()`` before each call and returns
+    clones of the outputs (``clone_outputs``): no caller holds storage the next call overwrites.
+    None when ModelNew is already compiled.
     """
     _validate_compile(params)
     tree = parse(source)
     cls = find_class(tree) if tree is not None else None
     forward = find_method(cls, "forward") if cls is not None else None
-    if tree is None or cls is None or forward is None or _is_compiled(cls):
+    if tree is None or cls is None or forward is None or _is_compiled(cls) or _sets_switch(forward):
         return None
     forward.name = "_forward_eager"
     keywords = [
@@ -94,7 +110,13 @@ def wrap_compile(source: str, params: dict) -> str | None:
     call = ast.Call(expr("torch.compile"), [expr("self._forward_eager")], keywords)
     assign = ast.Assign([ast.Attribute(ast.Name("self", ast.Load()), "_compiled_forward", ast.Store())], call)
     append_to_init(ensure_init(cls), assign)
-    trampoline = stmt("def forward(self, *args, **kwargs):\n    return self._compiled_forward(*args, **kwargs)")
+    if params.get("mode", "default") in CUDAGRAPH_MODES:
+        if not ensure_helper(tree, CLONE_FUNCTION, CLONE_SOURCE):
+            return None
+        trampoline = stmt("def forward(self, *args, **kwargs):\n    torch.compiler.cudagraph_mark_step_begin()\n"
+                          f"    return {CLONE_FUNCTION}(self._compiled_forward(*args, **kwargs))")
+    else:
+        trampoline = stmt("def forward(self, *args, **kwargs):\n    return self._compiled_forward(*args, **kwargs)")
     cls.body.insert(cls.body.index(forward) + 1, trampoline)
     ensure_imports(tree, {"torch"})
     return render(tree)

@@ -7,7 +7,7 @@ advice: any failure is stored as ``{"error": ...}`` and the campaign goes on.
 
 from __future__ import annotations
 
-from arbor.agents.profile_aim import OFF_TARGET
+from arbor.agents.specialists.kernel_heuristic import MAX_PROFILE_RISE
 from arbor.sandbox.gpu import cached_cpu_peak, gpu_peak
 from arbor.sandbox.profiling import format_profile, run_profile
 
@@ -15,11 +15,17 @@ from .context import Context
 
 
 def _peak(ctx: Context, fingerprint: dict | None) -> dict | None:
-    """The device's peaks for the campaign's threads (the cached CPU peak is for all cores)."""
+    """The device's peaks for the campaign's threads (the cached CPU peak is for all cores). On a
+    GPU, the FLOP rate the precision mode can reach: fp32 mode forbids TF32, so its GEMMs are
+    measured against the fp32 rate (the speed-of-light floor is a different question, and may
+    allow for TF32-class units)."""
     t = ctx.spec.target
     if t.device.startswith("cuda"):
         p = gpu_peak((fingerprint or {}).get("gpu_name") or (fingerprint or {}).get("device_name"))
-        return {"flops_per_s": p.flops_for(t.dtype), "bytes_per_s": p.bytes_per_s, "source": p.name} if p else None
+        if p is None:
+            return None
+        flops = p.fp32_flops if t.precision == "fp32" else p.flops_for(t.dtype)
+        return {"flops_per_s": flops, "bytes_per_s": p.bytes_per_s, "source": p.name}
     peak = cached_cpu_peak()
     if peak and t.num_threads and peak.get("threads"):
         frac = min(1.0, t.num_threads / float(peak["threads"]))
@@ -31,7 +37,7 @@ def hand_to_agents(ctx: Context, profile: dict) -> None:
     if profile.get("error"):
         return
     ctx.specialist.set_profile(profile)
-    ctx.orchestrator.priors_may_rise(1.0 / OFF_TARGET)
+    ctx.orchestrator.priors_may_rise(MAX_PROFILE_RISE)
 
 
 def profiling_on(ctx: Context) -> bool:

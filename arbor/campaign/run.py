@@ -14,7 +14,7 @@ from arbor.sandbox.proctree import pid_alive
 from arbor.search_tree import open_store
 from arbor.search_tree.sql.errors import first_line
 from arbor.search_tree.store import CampaignBusy, Store
-from arbor.spec import CampaignSpec
+from arbor.spec import CampaignSpec, precision_of
 from arbor.targets import make_adapter, traits
 
 from . import changes
@@ -52,6 +52,7 @@ class Summary:
     node_speedup: float | None = None  # the best node's Critic value (what history/tree/show say)
     failed: str | None = None  # why the campaign has no valid result (exit code 1), None when it has one
     clock: str | None = None  # what baseline_s/best_s are: 'cpu' (timing thread's CPU time) or 'wall'
+    precision: str | None = None  # kernel campaigns: the precision mode every number was measured in
 
     def to_dict(self) -> dict:
         d = dict(self.__dict__)
@@ -220,6 +221,7 @@ def summarize(store: Store, name: str, write_best_to: Path | None = None) -> Sum
         measurements=store.measurement_count(camp.id), elapsed_s=camp.elapsed_s, best_path=path,
         serving=serving, llm=llm, verified=verified, node_speedup=best.speedup if best else None,
         failed=failure(camp, nodes), clock=_clock(store, best, root) if kind.reports_times else None,
+        precision=precision_of((camp.spec or {}).get("target")),
     )
 
 

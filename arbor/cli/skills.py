@@ -93,6 +93,8 @@ def show_skill(name: str = typer.Argument(..., help="skill name (see `arbor skil
     out.print(f"file     {skill.path}")
     for m in skill.moves:
         params = f" {m.params}" if m.params else ""
-        out.print(f"move     {m.id}: {m.transform}{params} (prior {m.prior})" + (f" — {m.description}" if m.description else ""))
+        when = f", when {m.when}" if m.when else ""
+        out.print(f"move     {m.id}: {m.transform}{params} (prior {m.prior}{when})"
+                  + (f" — {m.description}" if m.description else ""))
     out.print()
     out.print(skill.body, markup=False)

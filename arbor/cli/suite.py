@@ -32,17 +32,21 @@ def suite(directory: Path = typer.Argument(..., help="folder of KernelBench-styl
           scale: Optional[float] = typer.Option(None, "--scale", min=1e-4, max=64.0,
                                                 help="one size_scale for every problem instead of calibrating "
                                                      "each (cuda default: 1, the files' own sizes)"),
+          precision: str = typer.Option("fp32", "--precision",
+                                        help="KernelBench precision mode of every campaign: fp32, fp16 or bf16"),
           json_out: bool = JsonOpt) -> None:
     """Run a campaign per problem; print eager vs torch.compile vs Arbor with fast_p and geomeans."""
     from arbor.suite.run import SuiteOptions, run_suite
 
     if device not in ("cpu", "cuda"):
         raise typer.BadParameter(f"--device must be cpu or cuda, not {device!r}")
+    if precision not in ("fp32", "fp16", "bf16"):
+        fail(ValueError(f"--precision {precision!r} is not a precision mode — use fp32, fp16 or bf16"))
     try:
         result = run_suite(SuiteOptions(directory=directory, out=output, ids=_ints(ids, "--ids"),
                                         levels=_ints(levels, "--levels"), budget=budget,
                                         time_target_ms=time_target_ms, max_wall_s=max_wall_s,
-                                        max_cv=max_cv, device=device, scale=scale),
+                                        max_cv=max_cv, device=device, scale=scale, precision=precision),
                            say=(lambda s: None) if json_out else out.print)
     except user_errors() as exc:
         fail(exc)

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
+from arbor.spec.kernel import precision_of
 from arbor.targets import traits
 
 from .data import ReportData, fingerprint_id
@@ -56,7 +57,7 @@ def summary_rows(d: ReportData) -> list[tuple[str, str]]:
     best = d.best
     rows = [
         ("campaign", c.name), ("kind", c.kind),
-        ("target", " · ".join(str(target[k]) for k in ("problem", "device", "dtype") if target.get(k))),
+        ("target", " · ".join(str(v) for v in (target.get("problem"), target.get("device"), precision_of(target)) if v)),
         ("status", c.status), ("stop reason", c.stop_reason or "—"),
         ("evaluations", f"{len(d.evaluations)} finished candidates (max_evaluations={budget.get('max_evaluations', '—')})"),
         ("measurement series", str(sum(len(v) for v in d.measurements.values()))),

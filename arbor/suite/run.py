@@ -42,6 +42,7 @@ class SuiteOptions:
     # sizes: on cuda the default is 1; the GPU suite's CPU dry run shrinks it)
     scale: float | None = None
     exclude: list[str] = field(default_factory=list)  # skills or move ids the campaigns leave out
+    precision: str = "fp32"  # target.precision of every campaign (KernelBench's fp32 | fp16 | bf16)
 
     def fixed_scale(self) -> float | None:
         return self.scale if self.scale is not None else (1.0 if self.device == "cuda" else None)
@@ -65,7 +66,7 @@ def campaign_dict(entry: Entry, scale: float, opts: SuiteOptions) -> dict:
         "name": f"suite-{entry.key}",
         "description": f"arbor suite: {entry.path.name} at size_scale {scale}",
         "target": {"kind": "kernel", "problem": str(entry.path), "size_scale": scale, "device": opts.device,
-                   "num_threads": 1},
+                   "num_threads": 1, "precision": opts.precision},
         "budget": {"max_evaluations": opts.budget, "max_failures_in_row": opts.budget,
                    "max_wall_s": opts.max_wall_s or 60.0 + 75.0 * opts.budget},
         "agents": {"backend": "heuristic", "seed": opts.seed, "policy": "puct"},
@@ -116,6 +117,7 @@ def run_one(entry: Entry, opts: SuiteOptions, calib: dict, say: Callable[[str], 
         if not _baseline_unstable(summ.stop_reason):
             break
     row["attempts"] = attempt + 1
+    row["precision"] = spec.target.precision
     row.update(campaign=spec.name, stop_reason=summ.stop_reason, campaign_speedup=summ.speedup,
                best_node=summ.best_node, verified=bool(summ.verified), counts=summ.counts,
                campaign_s=round(time.monotonic() - t0, 1))
@@ -155,7 +157,7 @@ def run_suite(opts: SuiteOptions, say: Callable[[str], None] = print) -> dict:
         _write(results_path, {"rows": list(done.values())})
     summ = summary(rows)
     meta = {"dir": str(opts.directory), "budget": opts.budget, "time_target_ms": opts.time_target_ms,
-            "max_cv": opts.max_cv, "device": opts.device, "scale": opts.fixed_scale(),
+            "max_cv": opts.max_cv, "device": opts.device, "scale": opts.fixed_scale(), "precision": opts.precision,
             "load_avg": [round(x, 2) for x in os.getloadavg()]}
     _write(results_path, {"rows": list(done.values()), "selected": [r["key"] for r in rows], "summary": summ,
                           "meta": meta})

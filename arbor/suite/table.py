@@ -1,4 +1,8 @@
-"""The suite's table: per problem correct?, speedup vs eager and vs compile; fast_p and geomeans."""
+"""The suite's table: per problem correct?, speedup vs eager and vs compile; fast_p and geomeans.
+
+Every row names the precision mode it was measured in (``target.precision``: fp32, fp16, bf16), and
+the summary line names the modes of the whole table: speedups in different modes are not
+comparable, and a bf16 result must never read as an fp32 one."""
 
 from __future__ import annotations
 
@@ -31,6 +35,7 @@ def summary(rows: list[dict]) -> dict:
     mets = [row_metrics(r) for r in done]
     n = len(rows)
     out = {
+        "precision": precisions(rows),
         "problems": n,
         "finished": len(done),
         "verified_fraction": sum(m["correct"] for m in mets) / n if n else 0.0,
@@ -45,24 +50,33 @@ def summary(rows: list[dict]) -> dict:
     return out
 
 
+def precisions(rows: list[dict]) -> str:
+    """The precision modes of the rows, e.g. ``fp32`` or ``bf16, fp32`` (rows from before
+    precision modes count as fp32, what they measured)."""
+    return ", ".join(sorted({r.get("precision") or "fp32" for r in rows})) or "fp32"
+
+
 def _f(x, digits: int = 2) -> str:  # type: ignore[no-untyped-def]
     return "-" if x is None else f"{x:.{digits}f}"
 
 
 def markdown(rows: list[dict], summ: dict) -> str:
-    lines = ["| problem | level | scale | eager ms | verified win | vs eager | compile vs eager | vs compile "
-             "| vs best-of |",
-             "|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| problem | level | precision | scale | eager ms | verified win | vs eager | compile vs eager "
+             "| vs compile | vs best-of |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
+        mode = r.get("precision") or "fp32"
         if "error" in r:
-            lines.append(f"| {r['key']} | {r.get('level') or '-'} | - | - | error | - | - | - | - |")
+            lines.append(f"| {r['key']} | {r.get('level') or '-'} | {mode} | - | - | error | - | - | - | - |")
             continue
         m = row_metrics(r)
-        lines.append(f"| {r['key']} | {r.get('level') or '-'} | {r.get('scale', '-')} | {_f(r.get('eager_ms'), 1)} | "
+        lines.append(f"| {r['key']} | {r.get('level') or '-'} | {mode} | {r.get('scale', '-')} | "
+                     f"{_f(r.get('eager_ms'), 1)} | "
                      f"{'yes' if m['correct'] else 'no'} | {_f(m['speedup_eager'])} | {_f(r.get('compile'))} | "
                      f"{_f(m['speedup_compile'])} | {_f(m['speedup_best_of'])} |")
     fast = ", ".join(f"fast_{p:g} {summ[f'fast_{p:g}']:.0%}" for p in FAST_P)
-    lines += ["", f"geomean vs eager {_f(summ['geomean_vs_eager'])}x, vs compile {_f(summ['geomean_vs_compile'])}x, "
+    lines += ["", f"precision {summ.get('precision') or precisions(rows)}: "
+                  f"geomean vs eager {_f(summ['geomean_vs_eager'])}x, vs compile {_f(summ['geomean_vs_compile'])}x, "
                   f"vs best-of(eager, compile) {_f(summ['geomean_vs_best_of'])}x; "
                   f"correct results {summ['result_fraction']:.0%} (verified wins {summ['verified_fraction']:.0%}, "
                   "the reference kept elsewhere); "

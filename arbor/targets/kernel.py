@@ -36,11 +36,26 @@ class KernelAdapter(TargetAdapter):
         return drop_noops(kernel_moves(skills, self.spec.target.device), self.spec.target.num_threads,
                           self.spec.target.device)
 
+    def heuristic_specialist(self, skills: list[SkillSpec], seed: int, store=None):  # type: ignore[no-untyped-def]
+        """The move-applying Specialist, with what the moves' ``when:`` conditions read about this
+        campaign (device, precision) and its reference (traced at the campaign's sizes)."""
+        from arbor.agents.specialists.kernel_facts import reference_facts
+        from arbor.agents.specialists.kernel_heuristic import HeuristicKernelSpecialist
+
+        t = self.spec.target
+
+        def facts() -> dict:
+            return {"device": t.device, "precision": t.precision,
+                    **reference_facts(self.root_source(), dict(t.sizes), t.size_scale)}
+
+        return HeuristicKernelSpecialist(self.moves(skills), seed=seed, facts=facts)
+
     def request(self, candidate_source: str) -> KernelRequest:
         t, m, sb, c = self.spec.target, self.spec.measurement, self.spec.sandbox, self.spec.critic
         return KernelRequest(
             problem_source=self.problem.source, candidate_source=candidate_source, seeds=list(m.seeds),
-            # unset tolerances: the harness applies KernelBench's per-dtype ones to each output
+            # unset tolerances: the harness applies the precision mode's (KernelBench's) to every
+            # floating-point output; dtype is the mode's, and tells the harness the mode
             atol=t.atol, rtol=t.rtol, close_fraction=c.close_fraction, outlier_factor=c.outlier_factor,
             allow_degenerate=c.allow_degenerate_reference, quiet_s=c.quiet_window_s,
             sizes=dict(t.sizes), size_scale=t.size_scale, dtype=t.dtype,
@@ -54,7 +69,7 @@ class KernelAdapter(TargetAdapter):
         return measure_kernel(runner, self.request(source)).to_dict()
 
     def static_check(self, critic, source: str) -> Judgement | None:
-        return critic.static_check(source, frozenset(self.spec.critic.allow_imports))
+        return critic.static_check(source, frozenset(self.spec.critic.allow_imports), self.spec.target.precision)
 
     def judge(self, critic, ev: Evidence, m: MeasurementRecord) -> Judgement:
         return critic.judge(ev, m.baseline_samples or [], m.candidate_samples or [])
@@ -73,7 +88,8 @@ class KernelAdapter(TargetAdapter):
     def brief(self) -> list[str]:
         t = self.spec.target
         atol, rtol = t.tolerances()
-        parts = [self.describe(), f"dtype {t.dtype or 'as the problem defines'}, tolerance atol={atol:g} rtol={rtol:g}"]
+        parts = [self.describe(), f"precision {t.precision} (inputs and parameters cast to {t.dtype}; "
+                 f"no move may compute below it), tolerance atol={atol:g} rtol={rtol:g}"]
         if t.sizes or t.size_scale:
             parts.append(f"sizes {dict(t.sizes)} scale {t.size_scale}")
         return parts

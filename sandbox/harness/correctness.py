@@ -13,6 +13,13 @@ import sys
 import torch
 
 _POISON = (float("nan"), 12345.678)  # two fills: reading uninitialised memory shows as a mismatch
+# torch's C setters behind every Python spelling of a precision switch (backends attributes, the
+# flags() context managers, set_float32_matmul_precision, the fp32_precision API)
+_PRECISION_SETTERS = frozenset({
+    "_set_cublas_allow_tf32", "_set_cudnn_allow_tf32", "_set_onednn_allow_tf32", "_set_float32_matmul_precision",
+    "_set_fp32_precision_setter", "_set_cublas_allow_fp16_reduced_precision_reduction",
+    "_set_cublas_allow_bf16_reduced_precision_reduction", "_set_cublas_allow_fp16_accumulation",
+    "_set_cpu_allow_fp16_reduced_precision_reduction"})
 
 
 class Correctness:
@@ -27,15 +34,21 @@ class Correctness:
 
     def call_new(self, xs: list):  # type: ignore[no-untyped-def]
         """A candidate call under watch: a profile hook counts calls into the reference Model's
-        methods (catching fallbacks however the reference was reached, #9), then the harness
-        verifies identities, process-wide switches and persisting L2 (#7, #8, #11)."""
-        h, hits = self.h, [0]
+        methods (catching fallbacks however the reference was reached, #9) and reads the precision
+        switches each time torch's setter of one returns (a switch set inside forward and put back
+        before it returns is still seen, #8), then the harness verifies identities, process-wide
+        switches and persisting L2 (#7, #8, #11)."""
+        h, hits, drops = self.h, [0], []
+        pristine = h.pristine.pristine if h.pristine is not None else {}
 
-        def hook(frame, event, _arg):  # type: ignore[no-untyped-def]
+        def hook(frame, event, arg):  # type: ignore[no-untyped-def]
             # by identity: code objects compare equal by content, so a candidate method that is
             # textually the reference's (the baseline itself, an honest one-line edit) would match
             if event == "call" and id(frame.f_code) in h.ref_codes:
                 hits[0] += 1
+            elif event == "c_return" and getattr(arg, "__name__", None) in _PRECISION_SETTERS \
+                    and getattr(arg, "__self__", None) is torch._C and not drops:
+                drops.extend(self.integrity.pstate.precision_drops(pristine, h.precision))
 
         before = sys.getprofile()
         sys.setprofile(None if h.aa else hook)
@@ -49,6 +62,10 @@ class Correctness:
         if hits[0]:
             self.fail("hack_suspected", "the candidate called the reference Model's methods "
                       f"({hits[0]}x in one forward): it falls back to the reference")
+        if drops:
+            self.fail("hack_suspected", f"the candidate lowered precision below the campaign's {h.precision} "
+                      f"mode during forward: {'; '.join(drops[:3])} (set inside forward and put back, "
+                      "it still computes below the mode)")
         h.verify()
         return out
 
@@ -100,7 +117,7 @@ class Correctness:
         if entry["ok"]:  # wrong values are `incorrect` whatever else is wrong with them
             self.integrity_of(xs, mine, new)
         if not h.req.get("allow_degenerate"):
-            why = checks.degenerate(ref, h.req.get("atol"), h.req.get("rtol"), h.close_fraction)
+            why = checks.degenerate(ref, h.req.get("atol"), h.req.get("rtol"), h.close_fraction, h.mode_tol)
             if why:
                 self.fail("harness_error", f"degenerate problem: for seed {seed} the reference "
                           f"{why}, so a candidate returning a constant would pass. Change the "

@@ -134,13 +134,14 @@ def global_state() -> dict:
     return {k: v for k, v in state.items() if v is not None}
 
 
-def state_changes(before: dict, after: dict) -> list[str]:
-    """Changes the candidate may not make (its own thread count it may: see ``process_state.OWN``)."""
-    return pstate.changes(before, after)
+def state_changes(before: dict, after: dict, mode: str = "fp32") -> list[str]:
+    """Changes the candidate may not make (its own thread count it may: see ``process_state.OWN``;
+    precision switches at a value the precision ``mode`` allows: ``process_state.PRECISION``)."""
+    return pstate.mode_changes(before, after, mode)
 
 
-def verify_state(before: dict, after: dict, failure: type) -> None:
-    diff = state_changes(before, after)
+def verify_state(before: dict, after: dict, failure: type, mode: str = "fp32") -> None:
+    diff = state_changes(before, after, mode)
     if diff:
         raise failure("hack_suspected", "the candidate changed process-wide settings that the "
                       f"reference also runs under: {'; '.join(diff[:3])}")
@@ -154,7 +155,7 @@ def verify(h, failure: type) -> None:  # type: ignore[no-untyped-def]
     if changed:
         raise failure("hack_suspected", f"the candidate replaced {', '.join(changed[:5])} "
                       "(timers, checkers and library functions must not be patched)")
-    verify_state(h.state0, global_state(), failure)
+    verify_state(h.state0, global_state(), failure, getattr(h, "precision", "fp32"))
     if h.l2 is not None:
         limit, window = h.l2.limit(), h.l2.window_bytes(
             h.torch.cuda.current_stream(h.device).cuda_stream)

@@ -15,7 +15,8 @@ import math
 
 import torch
 
-# KernelBench's per-precision tolerances (atol = rtol). Integers and bools must match exactly.
+# KernelBench's per-precision tolerances (atol = rtol). Integers and bools must match exactly. In a
+# precision mode (the request's dtype) every floating-point output is compared at the mode's tolerance.
 DTYPE_TOLERANCE = {torch.float32: 1e-4, torch.float16: 1e-2, torch.bfloat16: 1e-2,
                    torch.float64: 1e-7, torch.complex64: 1e-4, torch.complex128: 1e-7}
 _FP8 = [getattr(torch, n) for n in ("float8_e4m3fn", "float8_e5m2") if hasattr(torch, n)]
@@ -191,9 +192,13 @@ def bad_reference_output(out) -> str | None:  # type: ignore[no-untyped-def]
     return None
 
 
-def tolerance(dtype: torch.dtype, atol: float | None, rtol: float | None) -> tuple[float, float]:
-    """Explicit campaign tolerances win; otherwise the output's own dtype decides."""
+def tolerance(dtype: torch.dtype, atol: float | None, rtol: float | None,
+              mode: float | None = None) -> tuple[float, float]:
+    """Explicit campaign tolerances win; then, for floating-point outputs, the precision mode's
+    (``mode``, KernelBench: fp32 1e-4, fp16/bf16 1e-2); otherwise the output's own dtype decides."""
     default = DTYPE_TOLERANCE.get(dtype, 0.0)
+    if mode is not None and (dtype.is_floating_point or dtype.is_complex):
+        default = mode
     return (default if atol is None else atol, default if rtol is None else rtol)
 
 
@@ -256,7 +261,7 @@ def _fail(res: dict, code: str, reason: str) -> dict:
 
 
 def _compare_tensor(i: int, r: torch.Tensor, c, atol, rtol, fraction: float,  # type: ignore[no-untyped-def]
-                    outlier: float, res: dict) -> dict | None:
+                    outlier: float, res: dict, mode: float | None = None) -> dict | None:
     if type(c) not in (torch.Tensor, torch.nn.Parameter):  # subclasses can fake values
         return _fail(res, "hack_suspected", f"output {i}: returned {type(c).__name__}, expected a "
                      "plain torch.Tensor (tensor subclasses can fake comparisons)")
@@ -268,7 +273,7 @@ def _compare_tensor(i: int, r: torch.Tensor, c, atol, rtol, fraction: float,  # 
                      f"{tuple(c.stride())}) where the reference returns a materialized tensor")
     if r.numel() == 0:
         return None
-    a, b = tolerance(r.dtype, atol, rtol)
+    a, b = tolerance(r.dtype, atol, rtol, mode)
     r64 = r.detach().to(torch.complex128 if r.is_complex() else torch.float64)
     c64 = c.detach().to(r64.dtype)
     nan_r, nan_c = r64.isnan(), c64.isnan()
@@ -302,8 +307,9 @@ def _compare_tensor(i: int, r: torch.Tensor, c, atol, rtol, fraction: float,  # 
 
 
 def compare(ref, new, atol: float | None = None, rtol: float | None = None,  # type: ignore[no-untyped-def]
-            close_fraction: float = 1.0, outlier_factor: float = 10.0) -> dict:
-    """Compare outputs element-wise in float64. ``atol``/``rtol`` None: per-dtype defaults.
+            close_fraction: float = 1.0, outlier_factor: float = 10.0, mode: float | None = None) -> dict:
+    """Compare outputs element-wise in float64. ``atol``/``rtol`` None: the precision ``mode``'s
+    tolerance for floating-point outputs, else per-dtype defaults.
 
     At least ``close_fraction`` of each output's elements must be within tolerance and none may be
     more than ``outlier_factor`` times outside it (rounding differs; garbage does not); NaN/Inf where
@@ -319,7 +325,7 @@ def compare(ref, new, atol: float | None = None, rtol: float | None = None,  # t
             if type(c) is not type(r) or r != c:
                 return _fail(res, "incorrect", f"output {i}: {c!r} != {r!r}")
             continue
-        if _compare_tensor(i, r, c, atol, rtol, close_fraction, outlier_factor, res) is not None:
+        if _compare_tensor(i, r, c, atol, rtol, close_fraction, outlier_factor, res, mode) is not None:
             break
     res["max_abs_err"] = _finite(res["max_abs_err"]) if res["max_abs_err"] is not None else None
     res["max_rel_err"] = _finite(res["max_rel_err"]) if res["max_rel_err"] is not None else None
@@ -327,7 +333,7 @@ def compare(ref, new, atol: float | None = None, rtol: float | None = None,  # t
 
 
 def degenerate(ref, atol: float | None, rtol: float | None,  # type: ignore[no-untyped-def]
-               close_fraction: float) -> str | None:
+               close_fraction: float, mode: float | None = None) -> str | None:
     """Why a trivial candidate would pass against this reference output, or None.
 
     All-zero, constant, all-non-finite, or (within tolerance) a constant for the required share of
@@ -348,7 +354,7 @@ def degenerate(ref, atol: float | None, rtol: float | None,  # type: ignore[no-u
             return f"output {i} is the constant {r64.flatten()[0].item():.6g}"
         if r.is_complex():
             continue
-        a, b = tolerance(r.dtype, atol, rtol)
+        a, b = tolerance(r.dtype, atol, rtol, mode)
         c = r64[finite].median()
         share = float(((r64 - c).abs() <= a + b * r64.abs()).double().mean())
         if share >= close_fraction:

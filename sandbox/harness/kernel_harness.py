@@ -28,6 +28,7 @@ _RESULT = "result.json"
 _HERE = os.path.dirname(os.path.abspath(__file__))
 checks = integrity = timing = cost = fpr = correctness = calibration = clock_watch = None  # loaded by path in main()
 Failure = Exception  # kernel_checks.Failure once loaded
+_MODES: dict = {}  # torch dtype -> precision mode name, filled in main() once torch is imported
 
 
 def _tail(text: str, limit: int = _TEXT_LIMIT) -> str:
@@ -80,8 +81,13 @@ class Harness:
         self.cuda = self.device.type == "cuda"
         dt = req.get("dtype")
         self.dtype = getattr(torch, dt, None) if dt else None
-        if dt and not isinstance(self.dtype, torch.dtype):
+        if dt and self.dtype not in _MODES:
             raise Failure("harness_error", f"unknown dtype {dt!r}: use float32, float16 or bfloat16")
+        # The precision mode (docs/campaigns.md#precision): the dtype inputs and parameters are
+        # cast to; without a cast, fp32's rules. It sets the floating-point outputs' tolerance and
+        # which precision switches the candidate may set (never below the mode's own precision).
+        self.precision = _MODES[self.dtype] if self.dtype is not None else "fp32"
+        self.mode_tol = checks.DTYPE_TOLERANCE[self.dtype] if self.dtype is not None else None
         self.seeds = [int(s) for s in req.get("seeds") or [0]]
         self.aa = req.get("mode", "ab") == "aa"
         self.seed_fn, self.sync = torch.manual_seed, getattr(torch.cuda, "synchronize", None)
@@ -128,7 +134,7 @@ class Harness:
     def compare(self, ref, new) -> dict:  # type: ignore[no-untyped-def]
         r = self.req
         return checks.compare(ref, new, r.get("atol"), r.get("rtol"), self.close_fraction,
-                              float(r.get("outlier_factor", 10)))
+                              float(r.get("outlier_factor", 10)), self.mode_tol)
 
     def build(self) -> None:
         """Same seed before get_init_inputs, Model and ModelNew, so their parameters match. The
@@ -244,7 +250,7 @@ class Harness:
                     raise _classify(e, "runtime_error", "the candidate raised during timing:")
                 raise _classify(e, "harness_error", "the reference Model raised during timing:")
             if side:  # switches flipped for the timed calls only, put back before other checks
-                integrity.verify_state(self.pristine.pristine, integrity.pstate.capture(), Failure)
+                integrity.verify_state(self.pristine.pristine, integrity.pstate.capture(), Failure, self.precision)
             if side and self.spot_checks < 3 and spot.random() < self.spot_p:  # unpredictable
                 t_spot = timing.mono_ns()
                 self.checker.spot_check((out, xs))
@@ -309,6 +315,7 @@ class Harness:
         if req.get("num_threads"):
             torch.set_num_threads(int(req["num_threads"]))
         self.result["fingerprint"] = fp = fpr.fingerprint(str(self.device))
+        fp["precision"] = self.precision  # every result names the precision mode it was measured in
         if self.cuda:
             torch.empty(1, device=self.device)  # create the context the L2 controls act on
             self.l2.reset()
@@ -380,6 +387,8 @@ def main(argv: list[str]) -> int:
              ("cost", "cost"), ("fingerprint", "fingerprint"), ("correctness", "correctness"),
              ("calibration", "calibration"), ("clock_watch", "clock_watch")))
         Failure = checks.Failure
+        _MODES.update({torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16",
+                       torch.float64: "fp64"})
         if entries is not None:  # each measured in a forked child (batch.py)
             return _load_module("arbor_harness_batch", os.path.join(_HERE, "batch.py")).run(
                 entries, lambda r, path: measure(r, path, torch, torch_import_s))

@@ -213,3 +213,63 @@ class StateGuard:
 
     def flagged(self) -> list[str]:
         return changes(self.pristine, capture())
+
+
+# ---- precision switches and the campaign's precision mode (docs/campaigns.md#precision) ----------
+# Switches that let an op compute below its dtype's precision, and what each value permits. A
+# precision mode (KernelBench's fp32 / fp16 / bf16; fp64 is Arbor's) sets a floor: a candidate may
+# set a switch to a value that permits no less than the mode's own precision (TF32 in fp16 and bf16
+# modes: 10 mantissa bits, as many as fp16 and more than bf16), never one below it (TF32, bf16 or
+# fp16 reductions in fp32 mode stay ``hack_suspected``). Whatever it sets, the reference keeps
+# running under the pristine state (``StateGuard``), so the comparison always sees the difference.
+SWITCHES.update({
+    "cuda_fp16_accumulation": (_call(torch._C, "_get_cublas_allow_fp16_accumulation"),
+                               _call(torch._C, "_set_cublas_allow_fp16_accumulation")),
+    "cpu_fp16_reduced": (_call(torch._C, "_get_cpu_allow_fp16_reduced_precision_reduction"),
+                         _call(torch._C, "_set_cpu_allow_fp16_reduced_precision_reduction")),
+    "mkldnn_allow_tf32": (_call(torch._C, "_get_onednn_allow_tf32"), _call(torch._C, "_set_onednn_allow_tf32")),
+})
+MANTISSA_BITS = {"fp64": 52, "fp32": 23, "tf32": 10, "fp16": 10, "bf16": 7}
+
+
+def _on(value) -> bool:  # type: ignore[no-untyped-def]
+    return bool(value[0] if isinstance(value, (tuple, list)) and value else value)
+
+
+def _flag(reduced: str):  # type: ignore[no-untyped-def]
+    return lambda v: reduced if _on(v) else "fp32"
+
+
+_FP32_PRECISION = {"tf32": "tf32", "bf16": "bf16"}
+PRECISION = {  # switch -> value -> the lowest precision it lets an op compute in
+    "float32_matmul_precision": lambda v: {"high": "tf32", "medium": "bf16"}.get(str(v), "fp32"),
+    "cuda_matmul_allow_tf32": _flag("tf32"), "cudnn_allow_tf32": _flag("tf32"), "mkldnn_allow_tf32": _flag("tf32"),
+    "cuda_fp16_reduced": _flag("fp16"), "cpu_fp16_reduced": _flag("fp16"), "cuda_fp16_accumulation": _flag("fp16"),
+    "cuda_bf16_reduced": _flag("bf16"),
+    **{n: (lambda v: _FP32_PRECISION.get(str(v), "fp32")) for n in SWITCHES if n.endswith("fp32_precision")},
+}
+
+
+def below_mode(name: str, value, mode: str) -> bool:  # type: ignore[no-untyped-def]
+    """True when precision switch ``name`` at ``value`` permits less than ``mode``'s precision;
+    False for a value the mode allows (and for switches that are not about precision)."""
+    permits = PRECISION.get(name)
+    return permits is not None and MANTISSA_BITS[permits(value)] < MANTISSA_BITS.get(mode, 23)
+
+
+def mode_changes(before: dict, after: dict, mode: str = "fp32", own: frozenset = OWN) -> list[str]:
+    """``changes`` less the precision switches set to a value ``mode`` allows."""
+    allowed = {k for k in PRECISION if k in after and not below_mode(k, after[k], mode)}
+    return changes(before, after, own | allowed)
+
+
+def precision_drops(before: dict, mode: str = "fp32") -> list[str]:
+    """The precision switches that, right now, permit less than ``mode`` and did not before."""
+    now = {}
+    for name in PRECISION:
+        try:
+            now[name] = SWITCHES[name][0]()
+        except Exception:  # noqa: BLE001  a switch this build or platform does not have
+            continue
+    return [f"{k}: {before.get(k)!r} -> {v!r}" for k, v in sorted(now.items())
+            if v != before.get(k) and below_mode(k, v, mode)]

@@ -29,6 +29,7 @@ def _load(name: str, path: str):  # type: ignore[no-untyped-def]
 def main(request_path: str) -> None:
     _load("arbor_harness_allocator", os.path.join(os.path.dirname(os.path.abspath(__file__)), "allocator.py")).pin()
     import torch  # after pinning the allocator: profiles see the costs the harness times
+    from torch.autograd import DeviceType
     from torch.profiler import ProfilerActivity, profile
 
     req = json.loads(open(request_path).read())
@@ -64,16 +65,23 @@ def main(request_path: str) -> None:
                 model(*xs)
             sync()
     ops = []
+    launches = device_us = 0.0  # what ran on the GPU itself (kernels, copies), per call
     for e in prof.key_averages(group_by_input_shape=True):
         self_us = (e.self_device_time_total if cuda else e.self_cpu_time_total) or 0
         if self_us <= 0:
             continue
+        on_device = cuda and getattr(e, "device_type", None) != DeviceType.CPU
+        if on_device:
+            launches += e.count / iters
+            device_us += self_us / iters
         ops.append({"name": e.key, "calls": int(e.count) // iters or 1, "self_us": self_us / iters,
                     "shapes": [list(s) for s in (e.input_shapes or []) if isinstance(s, (list, tuple))][:4],
-                    "flops": (e.flops or 0) / iters or None})
+                    "flops": (e.flops or 0) / iters or None, **({"on_device": True} if on_device else {})})
     ops.sort(key=lambda o: -o["self_us"])
     out = {"iters": iters, "call_ms": one * 1e3, "device": str(device), "ops": ops[:40],
            "nonce": req.get("nonce")}
+    if cuda:  # kernels shorter than their launch, or a GPU idle most of the call: launch-bound
+        out.update(launches=launches, device_us=device_us)
     with open("profile.json", "w") as f:
         json.dump(out, f)
 

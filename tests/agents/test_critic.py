@@ -314,6 +314,29 @@ def test_guard_flags_more_hacks(src, reason):
     assert any(reason in f.reason for f in findings), [f.reason for f in findings]
 
 
+@pytest.mark.parametrize("stmt, flagged_in", [
+    ("torch.backends.cuda.matmul.allow_tf32 = True", {"fp32"}),
+    ("torch.backends.cuda.matmul.allow_tf32 = False", set()),  # toward more precision: always allowed
+    ("torch.backends.cudnn.allow_tf32 = flag", {"fp32"}),  # an unreadable value: the lowest it allows
+    ("torch.set_float32_matmul_precision('high')", {"fp32"}),
+    ("torch.set_float32_matmul_precision('medium')", {"fp32", "fp16"}),  # bf16 is below fp16
+    ("torch.backends.cuda.matmul.fp32_precision = 'tf32'", {"fp32"}),
+    ("torch.backends.cuda.matmul.allow_fp16_accumulation = True", {"fp32"}),
+    ("torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = True", {"fp32", "fp16"}),
+    ("torch._C._set_cublas_allow_tf32(True)", {"fp32"}),
+    ("torch._C._set_fp32_precision_setter('cuda', 'matmul', 'bf16')", {"fp32", "fp16"}),
+    ("ctx = torch.backends.cudnn.flags(enabled=True, allow_tf32=True)", {"fp32"}),
+    ("torch.backends.cudnn.benchmark = True", set()),  # the candidate's own, in every mode
+    ("torch.set_default_dtype(torch.float16)", {"fp32", "fp16", "bf16"}),
+])
+def test_guard_judges_precision_switches_by_the_campaigns_mode(stmt, flagged_in):
+    src = f"import torch\nclass ModelNew:\n    def forward(self, x, flag=True):\n        {stmt}\n        return x\n"
+    for mode in ("fp32", "fp16", "bf16"):
+        findings = check_source(src, precision=mode)
+        assert bool(findings) == (mode in flagged_in), (stmt, mode, findings)
+        assert all(f.code == "hack_suspected" for f in findings)
+
+
 def test_guard_passes_ordinary_kernel_code():
     honest = (
         "import math\nimport torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n"

@@ -77,7 +77,8 @@ def test_kernel_moves_filters_by_device() -> None:
     cpu = {m.id for m in kernel_moves(skills, "cpu")}
     cuda = {m.id for m in kernel_moves(skills, "cuda:0")}
     assert {"threads-1", "compile-default", "channels-last", "silu-manual"} <= cpu
-    assert "threads-1" not in cuda and {"compile-default", "channels-last"} <= cuda
+    assert "threads-1" not in cuda and {"compile-default", "channels-last-cuda"} <= cuda
+    assert "channels-last-cuda" not in cpu and "channels-last" not in cuda  # one conditioned move per device
     only_cuda = parse_skill(skill_text("gpu-only", one_move("gpu-move"), devices="[cuda]"))
     anywhere = parse_skill(skill_text("anywhere", one_move("any-move")).replace("applies_to: {devices: [cpu, cuda]}\n", ""))
     soft = parse_skill(skill_text("protocol", kind="soft"))

@@ -43,6 +43,19 @@ def test_per_dtype_tolerances_apply_to_each_output():
     assert compare(r16, r16 + 5e-3)["ok"]  # and inside fp16's 1e-2
 
 
+def test_a_precision_mode_sets_every_floating_outputs_tolerance():
+    """KernelBench compares every output at the mode's tolerance: an fp32 output of a bf16-mode
+    problem gets 1e-2, a float64 output of an fp32-mode problem 1e-4; integers stay exact."""
+    assert tolerance(torch.float32, None, None, mode=1e-2) == (1e-2, 1e-2)
+    assert tolerance(torch.float64, None, None, mode=1e-4) == (1e-4, 1e-4)
+    assert tolerance(torch.int64, None, None, mode=1e-2) == (0.0, 0.0)
+    assert tolerance(torch.float32, 0.5, None, mode=1e-2) == (0.5, 1e-2)  # explicit values still win
+    r = torch.ones(64)
+    assert compare(r, r + 5e-3, mode=1e-2)["ok"] and not compare(r, r + 5e-3, mode=1e-4)["ok"]
+    assert degenerate(torch.full((64,), 1.0) + torch.linspace(0, 1e-3, 64), None, None, 0.99, mode=1e-2)
+    assert degenerate(torch.full((64,), 1.0) + torch.linspace(0, 1e-3, 64), None, None, 0.99, mode=1e-4) is None
+
+
 def test_share_within_tolerance_and_outliers():
     r = torch.linspace(1, 2, 1000)
     c = r.clone()

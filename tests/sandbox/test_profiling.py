@@ -36,6 +36,15 @@ def test_summary_has_shares_positions_and_a_dominant_op():
     assert "gemm 75%" in text and "aten::addmm" in text and "of peak FLOP/s" in text
 
 
+def test_a_gpu_profile_says_how_launch_bound_a_call_is():
+    """The GPU's own rows (kernels, copies) give launches per call and the GPU's busy share."""
+    gpu = {**RAW, "call_ms": 0.1, "launches": 4.0, "device_us": 20.0}
+    p = summarize(gpu, "float32", None)
+    assert p["launches"] == 4.0 and p["kernel_us"] == 5.0 and abs(p["gpu_busy"] - 0.2) < 1e-9
+    assert "4 kernels per call, 5.0 us each" in format_profile(p)
+    assert "launches" not in summarize(RAW, "float32", None)  # a CPU profile has no launch facts
+
+
 def test_a_failed_profile_is_data():
     assert format_profile({"error": "profile failed: boom"}) == "profile: profile failed: boom"
 

@@ -7,7 +7,8 @@ Linear/Conv weights), ``linear_reduction`` (sum/mean over a Linear's outputs as 
 ``scale_operand`` (a scalar multiply of a matmul's result applied to its smaller operand),
 ``activations`` (hand-written activations recognised by value and replaced by the fused op);
 operator choice: ``addmm`` (matmul + add as addmm/baddbmm), ``norms`` (hand-written layer/RMS
-norms recognised by value as the native op), ``channels_last`` (NHWC input for 2-D convs).
+norms recognised by value as the native op), ``channels_last`` (NHWC input for 2-D convs),
+``lt_epilogue`` (Linear + ReLU / tanh GELU as one cuBLASLt epilogue GEMM: CUDA skills only).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ PASSES = {
     "addmm": operators.fuse_bias_add,
     "norms": norms.native_norms,
     "channels_last": operators.conv_channels_last,
+    "lt_epilogue": operators.lt_epilogue,
 }
 MAX_ROUNDS = 6
 

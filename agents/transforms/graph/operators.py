@@ -6,6 +6,11 @@
 - ``channels_last``: a 2-D convolution whose traced input is a contiguous NCHW tensor gets it as
   ``x.contiguous(memory_format=torch.channels_last)``; oneDNN and cuDNN then run their NHWC kernels
   instead of reordering the activations on every call. Values are identical, only strides change.
+- ``lt_epilogue`` (CUDA moves only): a 2-D Linear with a bias whose only user is a ReLU, or a GELU
+  with ``approximate="tanh"``, is ``torch._addmm_activation(bias, x, W.t(), use_gelu=...)``: on CUDA
+  cuBLASLt applies bias and activation in the GEMM's epilogue (its GELU is the tanh form), so the
+  activation's kernel and its pass over memory disappear. On the CPU the same call computes the erf
+  GELU, which is why only CUDA skills name this pass.
 
 Both read the traced graph (shapes, dtypes, strides) and do nothing where the pattern is absent.
 """
@@ -14,7 +19,8 @@ from __future__ import annotations
 
 import torch
 
-from .nodes import Rewrite, module_of, op_name, shape
+from .folding import site_of
+from .nodes import Rewrite, arg, module_of, op_name, shape
 
 _CONV2D_FN = {"conv2d"}
 
@@ -93,4 +99,53 @@ def conv_channels_last(rw: Rewrite) -> int:
     return count
 
 
-__all__ = ["conv_channels_last", "fuse_bias_add"]
+def _epilogue_activation(rw: Rewrite, act, source) -> bool | None:  # type: ignore[no-untyped-def]
+    """``use_gelu`` for an activation cuBLASLt can apply in the epilogue: False for ReLU, True for
+    the tanh GELU; None for anything else (the erf GELU included: it differs by up to 5e-4)."""
+    mod = module_of(rw.gm, act)
+    if mod is not None:
+        if isinstance(mod, torch.nn.ReLU):
+            return False
+        if isinstance(mod, torch.nn.GELU) and mod.approximate == "tanh":
+            return True
+        return None
+    if act.op not in ("call_function", "call_method") or not act.args or act.args[0] is not source:
+        return None
+    name = op_name(act)
+    if name == "relu" and len(act.args) == 1:
+        return False
+    if name == "gelu" and act.op == "call_function" and arg(act, 1, "approximate", "none") == "tanh":
+        return True
+    return None
+
+
+def lt_epilogue(rw: Rewrite) -> int:
+    """``relu(linear(x, W, b))`` / ``gelu_tanh(...)`` -> ``torch._addmm_activation(b, x, W.t())``."""
+    count = 0
+    if not hasattr(torch, "_addmm_activation"):  # a torch that does not expose the epilogue: no move
+        return 0
+    for node in list(rw.graph.nodes):
+        site = site_of(rw, node)
+        if site is None or site.kind != "linear" or site.bias is None or len(node.users) != 1:
+            continue
+        act = next(iter(node.users))
+        use_gelu = _epilogue_activation(rw, act, node)
+        sx, sw = shape(site.x), shape(node)
+        if use_gelu is None or sx is None or sw is None or len(sx) != 2 or len(sw) != 2:
+            continue  # cuBLASLt's epilogue takes a 2-D GEMM (3-D inputs would need a reshape)
+        if _meta(site.x) is None or not _meta(site.x).dtype.is_floating_point:
+            continue
+        w_node = rw.buffer(site.weight)
+        node.prepend(w_node)
+        b_node = rw.buffer(site.bias)
+        node.prepend(b_node)
+        with rw.graph.inserting_before(act):
+            wt = rw.graph.call_method("t", (w_node,))
+            new = rw.graph.call_function(torch._addmm_activation, (b_node, site.x, wt), {"use_gelu": use_gelu})
+        act.replace_all_uses_with(new)
+        rw.notes.append(f"linear + {'tanh GELU' if use_gelu else 'ReLU'} as one cuBLASLt epilogue GEMM")
+        count += 1
+    return count
+
+
+__all__ = ["conv_channels_last", "fuse_bias_add", "lt_epilogue"]

@@ -30,6 +30,7 @@ def test_campaign_finds_verified_speedup_and_resume_measures_nothing(campaign_di
     assert s["speedup"] > 1.2 and s["ci"][0] > 1.0
     assert s["counts"]["accepted"] >= 2  # baseline + at least one verified win
     assert s["clock"] == "cpu"  # one thread: the times are the timing thread's CPU time, and say so
+    assert s["precision"] == "fp32"  # the precision mode every number was measured in
     best = open(s["best_path"]).read()
     assert "class ModelNew" in best and "gelu" in best
     n_meas = s["measurements"]

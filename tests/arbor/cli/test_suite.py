@@ -69,6 +69,16 @@ def test_metrics_count_only_verified_wins_and_compare_with_compile():
     assert "| a |" in markdown(rows, s) and "c: calibration failed" in markdown(rows, s)
 
 
+def test_the_table_names_each_rows_precision_mode():
+    rows = [{"key": "a", "verified": True, "best": 3.0, "compile": 1.5, "precision": "bf16"},
+            {"key": "b", "verified": True, "best": 2.0, "compile": 1.5}]  # a row from before precision modes
+    s = summary(rows)
+    table = markdown(rows, s)
+    assert "| precision |" in table.splitlines()[0]
+    assert "| a | - | bf16 |" in table and "| b | - | fp32 |" in table
+    assert s["precision"] == "bf16, fp32" and "precision bf16, fp32: geomean" in table
+
+
 @pytest.mark.slow
 def test_suite_runs_a_directory_and_resumes(tmp_path: Path):
     (tmp_path / "probs").mkdir()
