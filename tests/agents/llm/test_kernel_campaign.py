@@ -82,7 +82,8 @@ def test_llm_campaign_drafts_debugs_narrates_and_never_stores_the_key(campaign_d
         # the draft must be accepted: its gain removes work (a GEMM folded to a GEMV), on any CPU
         spec = llm_spec(campaign_dir, "llm-all", server.url, key_env="ARBOR_TEST_LLM_KEY",
                         budget="  max_failures_in_row: 2\n", agents="  backend: openai\n",
-                        problem=add_win_problem(campaign_dir), sizes="{batch_size: 64, in_features: 256, out_features: 256}")
+                        problem=add_win_problem(campaign_dir),
+                        sizes="{batch_size: 64, in_features: 256, out_features: 256}")
         summary, output = run(spec)
         assert all(r.headers["authorization"] == f"Bearer {KEY}" for r in server.chat_requests())
     assert summary.stop_reason.startswith("crash storm: the last 2"), summary.stop_reason
