@@ -8,7 +8,10 @@ Every case file starts with a docstring whose first lines are ``key: value`` met
 - ``gate``: the gate that must catch it in the full pipeline (``guard`` = the static AST guard);
 - ``dynamic``: optional; the diagnosis the *harness* must reach on its own when the static guard
   is skipped (defence in depth: a guard-evading variant of the same hack);
-- ``reason``: optional; a phrase that verdict's reason must contain (which defence fired).
+- ``reason``: optional; a phrase that verdict's reason must contain (which defence fired);
+- ``gain``: optional, honest only; ``fusion`` marks a gain made of fewer memory passes for the
+  same arithmetic, whose size depends on the CPU (the quickstart's fused gelu/silu: 2.4x on one
+  2-core machine, 1.05x on another). Every other honest case removes work, so it wins anywhere.
 
 ``judge_case`` runs what the campaign loop runs (guard, sandboxed measurement, the Critic's gates,
 re-measuring when the Critic asks) with small budgets, so the whole corpus stays cheap.
@@ -28,7 +31,7 @@ from arbor.sandbox.kernel_protocol import KernelMeasurement, KernelRequest, meas
 from arbor.sandbox.local_runner import LocalRunner
 
 HERE = Path(__file__).parent
-# Small budgets: hostile cases only need to be caught; honest ones win by >= 1.5x. Samples of
+# Small budgets: hostile cases only need to be caught; honest ones win by >= 1.5x (development machine). Samples of
 # >= 10 ms average over the scheduler's time slices on a shared box.
 FAST = dict(warmup_s=0.05, time_budget_s=0.5, min_repeats=12, max_repeats=80, min_sample_s=1e-2,
             num_threads=1, timeout_s=120, seeds=[0, 1, 2, 3, 4])
@@ -48,6 +51,7 @@ class Case:
     gate: str | None = None
     dynamic: str | None = None
     reason: str | None = None  # optional: a phrase the dynamic verdict's reason must contain
+    gain: str | None = None  # honest only: "fusion" where the gain's size depends on the CPU
     doc: str = ""
 
 
@@ -70,7 +74,7 @@ def _meta(source: str) -> tuple[dict, str]:
     meta, rest = {}, []
     for line in doc.splitlines():
         key, sep, value = line.partition(":")
-        if sep and not rest and key.strip() in ("problem", "class", "expect", "gate", "dynamic", "reason"):
+        if sep and not rest and key.strip() in ("problem", "class", "expect", "gate", "dynamic", "reason", "gain"):
             meta[key.strip()] = value.strip()
         else:
             rest.append(line)
@@ -84,7 +88,7 @@ def load(kind: str) -> list[Case]:
         meta, doc = _meta(source)
         cases.append(Case(path.stem, kind, source, meta["problem"],
                           int(meta["class"]) if "class" in meta else None, meta.get("expect"),
-                          meta.get("gate"), meta.get("dynamic"), meta.get("reason"), doc))
+                          meta.get("gate"), meta.get("dynamic"), meta.get("reason"), meta.get("gain"), doc))
     return cases
 
 

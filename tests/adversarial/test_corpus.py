@@ -64,10 +64,26 @@ def test_harness_catches_what_the_guard_would(case, hostile):
     assert case.reason is None or case.reason in out.judgement.reason, out.describe()
 
 
+# A fusion's CI above this is a clear gain: the Critic must accept it, whatever the CPU.
+CLEAR_GAIN = 1.25
+
+
+def test_most_honest_gains_remove_work():
+    """The CPU-dependent cases stay few: the accepting path is guarded on any machine."""
+    fusion = [c.name for c in HONEST if c.gain == "fusion"]
+    assert all(c.gain in (None, "fusion") for c in HONEST)
+    assert len(fusion) <= len(HONEST) // 4, fusion
+
+
 @pytest.mark.parametrize("case", HONEST, ids=_ids(HONEST))
 def test_honest_optimisation_accepted(case, honest):
     out = honest[(case.name, False)]
     j = out.judgement
+    if case.gain == "fusion" and j.diagnosis == "no_gain":
+        # the same arithmetic in fewer memory passes: a CPU that gives no clear gain may be told so
+        # by the significance gate, never by an integrity gate, and never for a clear gain
+        assert failed_gate(j) == "significant" and j.stats["ci_low"] < CLEAR_GAIN, out.describe()
+        return
     assert (j.decision, j.diagnosis) == ("accept", "improved"), out.describe()
     assert j.speedup > 1.0, out.describe()
     assert not out.measurements[-1].warnings, out.measurements[-1].warnings

@@ -74,7 +74,7 @@ def _signal_mid_measurement(campaign_dir, name: str, sig: int):  # type: ignore[
     """A short kernel campaign sent ``sig`` while its first job runs: (spec, url, proc, rc, err)."""
     from tests.arbor.helpers import write_campaign
 
-    spec = write_campaign(campaign_dir, name, max_evaluations=2)
+    spec = write_campaign(campaign_dir, name, max_evaluations=1)
     url = f"sqlite:///{campaign_dir / 'arbor.db'}"
     proc = start("run", str(spec), "--quiet")
     try:

@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from arbor.search_tree import open_store
-from tests.arbor.helpers import arbor
+from tests.arbor.helpers import SLOW_MOVES, arbor
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
@@ -20,7 +20,8 @@ def test_quickstart_runs_in_docker(campaign_dir, docker_engine):
     spec = yaml.safe_load((campaign_dir / "quickstart.yaml").read_text())
     spec["name"] = "qs-docker"
     spec["sandbox"].update(kind="docker", memory_gb=4, docker={"image": "host"})
-    spec["budget"]["max_evaluations"] = 2
+    spec["budget"]["max_evaluations"] = 1  # the baseline, a candidate and its re-measurements
+    spec["skills"] = {"exclude": SLOW_MOVES}  # torch.compile: ~20 s a candidate, nothing about the sandbox
     spec["target"].update(sizes={"batch_size": 256, "dim": 512}, num_threads=1)
     spec["measurement"].update(time_budget_s=0.3, warmup_s=0.05, min_sample_s=0.005)
     spec["critic"]["max_cv"] = 10  # a shared 2-core CI box: this test is about the sandbox, not noise

@@ -1,4 +1,5 @@
 """problem: linear
+gain: fusion
 Bias add fused into the matmul (addmm), the identity scale dropped, ReLU applied in place."""
 
 import torch

@@ -1,4 +1,5 @@
 """problem: act
+gain: fusion
 Fused activations: the op-by-op tanh-GELU and x*sigmoid(x) become F.gelu and F.silu kernels."""
 
 import torch.nn as nn

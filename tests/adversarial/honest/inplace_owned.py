@@ -1,4 +1,5 @@
 """problem: ewchain
+gain: fusion
 In-place arithmetic on a tensor the candidate allocated itself (never on its inputs): one
 allocation instead of six, and no fresh pages to fault in for each intermediate."""
 

@@ -1,4 +1,5 @@
 """problem: layernorm
+gain: fusion
 One layer_norm kernel instead of five elementwise passes and two reductions."""
 
 import torch

@@ -10,7 +10,7 @@ class Model(nn.Module):
 
 
 def get_inputs():
-    return [torch.randn(32, 64, 64), torch.randn(32, 64, 64)]
+    return [torch.randn(256, 8, 8), torch.randn(256, 8, 8)]
 
 
 def get_init_inputs():

@@ -19,7 +19,9 @@ from arbor.cli.terminal import Reporter
 from arbor.search_tree import open_store
 from arbor.spec import load_spec
 
-from .kernel_script import BROKEN, FAST, SYNTAX, KernelScript, llm_spec, variant
+from tests.arbor.helpers import add_win_problem
+
+from .kernel_script import FAST, FOLDED, FOLDED_BROKEN, SYNTAX, KernelScript, llm_spec, variant
 from .scripted_server import Action, ScriptedServer, ok, raw, status
 
 pytestmark = pytest.mark.slow
@@ -75,10 +77,13 @@ def test_llm_campaign_drafts_debugs_narrates_and_never_stores_the_key(campaign_d
     monkeypatch.setenv("ARBOR_TEST_LLM_KEY", KEY)
     caplog.set_level(logging.DEBUG)
     debug_fix = variant(SYNTAX, 0)  # the debug attempt fails the static guard: no measurement needed
-    script = KernelScript([FAST, BROKEN, debug_fix])
+    script = KernelScript([FOLDED, FOLDED_BROKEN, debug_fix])
     with ScriptedServer(script) as server:
+        # the draft must be accepted: its gain removes work (a GEMM folded to a GEMV), on any CPU
         spec = llm_spec(campaign_dir, "llm-all", server.url, key_env="ARBOR_TEST_LLM_KEY",
-                        budget="  max_failures_in_row: 2\n", agents="  backend: openai\n")
+                        budget="  max_failures_in_row: 2\n", agents="  backend: openai\n",
+                        problem=add_win_problem(campaign_dir),
+                        sizes="{batch_size: 64, in_features: 256, out_features: 256}")
         summary, output = run(spec)
         assert all(r.headers["authorization"] == f"Bearer {KEY}" for r in server.chat_requests())
     assert summary.stop_reason.startswith("crash storm: the last 2"), summary.stop_reason
@@ -87,7 +92,7 @@ def test_llm_campaign_drafts_debugs_narrates_and_never_stores_the_key(campaign_d
     camp = store.list_campaigns()[0]
     nodes = {n.id: n for n in store.nodes(camp.id)}
     by_source = {store.get_artifact(n.artifact_sha): n for n in nodes.values()}
-    a, b, c = by_source[FAST], by_source[BROKEN], by_source[debug_fix]  # artifacts are the replies, verbatim
+    a, b, c = by_source[FOLDED], by_source[FOLDED_BROKEN], by_source[debug_fix]  # the replies, verbatim
     assert a.parent_id == camp.root_node_id and a.state == "accepted" and a.specialist == "kernel-llm"
     assert a.predicted_gain == 2.0 and a.move_id.startswith("llm-draft-pytorch-")
     assert b.parent_id == a.id and b.state == "failed" and b.diagnosis == "runtime_error"
