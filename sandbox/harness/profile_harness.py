@@ -26,11 +26,34 @@ def _load(name: str, path: str):  # type: ignore[no-untyped-def]
     return mod
 
 
-def main(request_path: str) -> None:
+_WARM: dict = {}
+
+
+def warm() -> None:
+    """What every profile needs before it reads its request, once per process: the allocator
+    pinned, torch and its profiler imported — and what the profiler imports when it first starts
+    (torch._dynamo and parts of inductor: seconds). A warm worker (sandbox/warm_worker.py) calls it
+    once and forks a child per profile. No tensor op, no profiler session: no thread is left."""
+    if _WARM:
+        return
     _load("arbor_harness_allocator", os.path.join(os.path.dirname(os.path.abspath(__file__)), "allocator.py")).pin()
     import torch  # after pinning the allocator: profiles see the costs the harness times
+    import torch.profiler  # noqa: F401
+
+    try:  # what profile() imports on its first start
+        import torch._dynamo  # noqa: F401
+        import torch._inductor.standalone_compile  # noqa: F401
+    except Exception:  # noqa: BLE001  another torch: the profile imports what it needs itself
+        pass
+    _WARM["torch"] = torch
+
+
+def main(argv: list[str]) -> int:
+    warm()
+    torch = _WARM["torch"]
     from torch.profiler import ProfilerActivity, profile
 
+    request_path = argv[1]
     req = json.loads(open(request_path).read())
     if req.get("num_threads"):
         torch.set_num_threads(int(req["num_threads"]))
@@ -76,7 +99,8 @@ def main(request_path: str) -> None:
            "nonce": req.get("nonce")}
     with open("profile.json", "w") as f:
         json.dump(out, f)
+    return 0
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    sys.exit(main(sys.argv))

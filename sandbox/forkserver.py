@@ -1,0 +1,313 @@
+"""The runner's side of a warm worker (``warm_worker.py``): start it, hand it jobs, watch it, replace it.
+
+One ``ForkServer`` is one worker process for one kind of job — the interpreter and its flags, the
+files of the job's ``PythonEntry`` (by content) and the job's own environment variables — so a
+child forked from it is exactly the process a fresh start of that job would have been, minus the
+imports. ``WarmPool`` keeps a runner's workers (at most two: the measurement harness and the
+profile harness), starts one lazily when a job of its kind first comes, and replaces one that died
+or stopped answering.
+
+What can go wrong, and what the runner then does:
+
+* the worker cannot start (warm() failed, it loaded a GPU driver, it timed out) — ``WorkerError``:
+  that kind of job runs as fresh processes from then on, and the runner says so once (a notice);
+* the worker dies or stops answering before the child started — ``WorkerError``: the job has not
+  run; the worker is killed and the job runs as a fresh process;
+* the worker refuses the job (its isolation could not be prepared, or the child could not be set
+  up) — ``WorkerRefused``: like a failed ``preexec_fn``, never a job run with less isolation;
+* the worker dies while the child runs — ``WorkerLost``: the child died with it (PDEATHSIG); the
+  runner kills the job's tree and runs the job again as a fresh process;
+* the child outlives its time limit — the runner kills the job's tree (cgroup, process group,
+  tokens) as for any job, then collects the exit status from the worker; a worker that does not
+  report it is hung and is killed.
+
+docs/architecture.md#sandboxes
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import secrets
+import select
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+from . import warm_worker as wire
+from .jobio import rmtree, safe_relpath, scrubbed_env
+from .proctree import WORKER_VAR
+from .runner import Job, PythonEntry
+
+__all__ = ["ForkServer", "WarmPool", "WorkerError", "WorkerRefused", "WorkerLost", "WORKER_PREFIX",
+           "warm_argv"]
+
+WORKER_PREFIX = "arbor-warm-"  # its directory: <base tmp>/arbor-warm-<owner pid>-<random>
+_WORKER_SCRIPT = Path(__file__).with_name("warm_worker.py")
+# Interpreter flags a warm worker can share with the job (single letters that take no argument).
+_FLAGS = {"-I", "-B", "-E", "-s", "-u", "-O", "-OO"}
+
+
+class WorkerError(RuntimeError):
+    """The worker could not take the job; the job has not started (run it as a fresh process)."""
+
+
+class WorkerRefused(RuntimeError):
+    """The worker would not start the job: its isolation or its child's set-up failed."""
+
+
+class WorkerLost(RuntimeError):
+    """The worker died while its child ran the job."""
+
+
+def warm_argv(job: Job) -> tuple[list[str], list[str]] | None:
+    """(interpreter + flags, argv from the script on) when ``job`` can be started warm, else None."""
+    entry = job.entry
+    if entry is None or entry.script not in job.argv[1:]:
+        return None
+    i = job.argv.index(entry.script, 1)
+    prefix = job.argv[:i]
+    if not all(flag in _FLAGS for flag in prefix[1:]):
+        return None
+    if any(name not in job.files for name in (entry.script, *entry.modules)):
+        return None
+    return prefix, job.argv[i:]
+
+
+def _content_key(entry: PythonEntry, files: dict) -> str:
+    h = hashlib.sha256()
+    for name in (entry.script, *entry.modules):
+        data = files[name]
+        h.update(name.encode() + b"\0" + (data.encode() if isinstance(data, str) else data) + b"\0")
+    return h.hexdigest()
+
+
+def pool_key(job: Job) -> tuple | None:
+    """Jobs with the same key can share a worker: interpreter and flags, entry files, and the
+    environment the job would start with (its own variables and what the runner passes through:
+    what torch reads at import time must be what the job would have had)."""
+    split = warm_argv(job)
+    if split is None:
+        return None
+    assert job.entry is not None
+    env = scrubbed_env("", job.env)  # the workdir-dependent values are the same placeholder for all
+    return (tuple(split[0]), job.entry.script, _content_key(job.entry, job.files), tuple(sorted(env.items())))
+
+
+class ForkServer:
+    """One warm worker. ``launch`` starts it (returns at once), ``ready`` waits for its warm-up;
+    ``spawn`` / ``wait_exit`` run one job's child; ``close`` ends it. Not thread-safe: the pool
+    lends it to one job at a time."""
+
+    start_timeout_s = 300.0  # torch's import on a swamped machine; then fresh processes instead
+    reply_timeout_s = 30.0  # from a job's request to its child running (isolation set-up, fork)
+
+    def __init__(self, job: Job, base_tmp: str | None = None) -> None:
+        split = warm_argv(job)
+        if split is None or job.entry is None:
+            raise ValueError("job cannot be started warm (no PythonEntry, or argv does not run it)")
+        self.entry, self.prefix = job.entry, split[0]
+        self.dir = tempfile.mkdtemp(prefix=f"{WORKER_PREFIX}{os.getpid()}-", dir=base_tmp)
+        for name in (self.entry.script, *self.entry.modules):
+            target = Path(self.dir) / safe_relpath(name)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            data = job.files[name]
+            target.write_bytes(data.encode("utf-8") if isinstance(data, str) else data)
+        self.token = f"{os.getpid()}-{secrets.token_hex(8)}"
+        # the job's environment with the worker's own directory and token: what torch sees at import
+        self.env = scrubbed_env(self.dir, {**job.env, WORKER_VAR: self.token})
+        self.proc: subprocess.Popen | None = None
+        self.sock: socket.socket | None = None
+        self.pid: int | None = None
+        self.warm_s: float | None = None
+        self.launched_at = 0.0
+        self.started_s = 0.0  # launch to ready, as seen from here
+
+    # ------------------------------------------------------------------ life cycle
+    def launch(self) -> None:
+        if self.proc is not None:
+            return
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        log = open(os.path.join(self.dir, "worker.log"), "wb")  # a crash's traceback, for the error
+        try:
+            self.launched_at = time.monotonic()
+            self.proc = subprocess.Popen(
+                [*self.prefix, str(_WORKER_SCRIPT), str(_WORKER_SCRIPT.parent), self.dir, self.entry.script,
+                 str(theirs.fileno())],
+                cwd=self.dir, env=self.env, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                pass_fds=(theirs.fileno(),), start_new_session=True, close_fds=True)
+        except BaseException:
+            ours.close()
+            raise
+        finally:
+            theirs.close()
+            log.close()
+        self.sock = ours
+
+    def ready(self) -> None:
+        """Wait for the worker's warm-up; raises ``WorkerError`` (and kills it) if it fails."""
+        if self.pid is not None:
+            return
+        self.launch()
+        msg = self._recv(self.start_timeout_s - (time.monotonic() - self.launched_at))
+        if msg is None or not msg.get("ready"):
+            why = (msg or {}).get("error") or self._log_tail() or "it exited or did not answer"
+            self.kill()
+            raise WorkerError(f"the warm worker for {self.entry.script} did not start: {why}")
+        self.pid, self.warm_s = int(msg["pid"]), msg.get("warm_s")
+        self.started_s = time.monotonic() - self.launched_at
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def kill(self) -> None:
+        """End the worker now (its own session); its children die by PDEATHSIG and the job tree."""
+        if self.sock is not None:
+            self.sock.close()
+            self.sock = None
+        if self.proc is not None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+            self.proc.wait()
+            self.proc = None
+        self.pid = None
+
+    def close(self) -> None:
+        """Hang up (an idle worker exits at EOF); kill it if it lingers; remove its directory."""
+        if self.sock is not None:
+            self.sock.close()
+            self.sock = None
+        if self.proc is not None:
+            try:
+                self.proc.wait(timeout=2)
+            except subprocess.TimeoutExpired:
+                pass
+        self.kill()
+        rmtree(self.dir)
+
+    # ------------------------------------------------------------------ one job
+    def spawn(self, request: dict, stdout_w: int, stderr_w: int) -> tuple[int, float]:
+        """Hand the worker one job; returns (the child's pid, its set-up seconds in the worker)."""
+        self.ready()
+        assert self.sock is not None
+        try:
+            wire.send(self.sock, {"op": "run", **request}, [stdout_w, stderr_w])
+        except OSError as exc:
+            self.kill()
+            raise WorkerError(f"the warm worker is gone ({exc})") from None
+        msg = self._recv(self.reply_timeout_s)
+        if msg is None:
+            self.kill()
+            raise WorkerError("the warm worker did not start the job (hung or died)")
+        if "refused" in msg:
+            raise WorkerRefused(str(msg["refused"]))
+        return int(msg["started"]), float(msg.get("setup_s") or 0.0)
+
+    def wait_exit(self, timeout: float) -> tuple[bool, int | None]:
+        """(True, returncode) once the worker reports the child's end; (False, None) at the time
+        limit. Raises ``WorkerLost`` if the worker dies meanwhile."""
+        try:
+            msg = self._recv(timeout, eof_raises=True)
+        except EOFError:
+            self.kill()
+            raise WorkerLost("the warm worker died while its child ran the job") from None
+        if msg is None:
+            return False, None
+        return True, msg.get("returncode")
+
+    def _recv(self, timeout: float, eof_raises: bool = False) -> dict | None:
+        if self.sock is None:
+            if eof_raises:
+                raise EOFError
+            return None
+        poller = select.poll()
+        poller.register(self.sock, select.POLLIN | select.POLLHUP)
+        deadline = time.monotonic() + max(timeout, 0.0)
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return None
+            if poller.poll(min(left, 3600) * 1000):
+                break
+        try:
+            msg, _fds = wire.recv(self.sock)
+        except (OSError, ValueError):
+            msg = None
+        if msg is None and eof_raises:
+            raise EOFError
+        return msg
+
+    def _log_tail(self) -> str:
+        try:
+            lines = Path(self.dir, "worker.log").read_text(errors="replace").strip().splitlines()
+        except OSError:
+            return ""
+        return lines[-1][:300] if lines else ""
+
+
+class WarmPool:
+    """A runner's warm workers, by kind of job. ``get`` returns a ready worker or None (run the
+    job afresh); a kind whose worker could not start is not tried again, and its reason is kept
+    in ``refused`` for the runner's notice."""
+
+    max_workers = 2
+
+    def __init__(self, base_tmp: str | None = None) -> None:
+        self.base_tmp = base_tmp
+        self.workers: dict[tuple, ForkServer] = {}
+        self.refused: dict[tuple, str] = {}
+
+    def key(self, job: Job) -> tuple | None:
+        return pool_key(job)
+
+    def get(self, job: Job) -> ForkServer | None:
+        key = pool_key(job)
+        if key is None or key in self.refused:
+            return None
+        server = self.workers.get(key)
+        if server is not None and not server.alive():  # died since its last job: replace it
+            self.drop(key)
+            server = None
+        if server is None:
+            while len(self.workers) >= self.max_workers:
+                self.drop(next(iter(self.workers)))
+            server = self.workers[key] = ForkServer(job, self.base_tmp)
+        else:  # most recently used last
+            self.workers[key] = self.workers.pop(key)
+        try:
+            server.ready()
+        except (WorkerError, OSError) as exc:
+            self.drop(key)
+            self.refused[key] = str(exc)
+            return None
+        return server
+
+    def launch(self, job: Job) -> bool:
+        """Start the worker for ``job``'s kind without waiting for it (a campaign warming up)."""
+        key = pool_key(job)
+        if key is None or key in self.refused or key in self.workers:
+            return False
+        while len(self.workers) >= self.max_workers:
+            self.drop(next(iter(self.workers)))
+        server = self.workers[key] = ForkServer(job, self.base_tmp)
+        try:
+            server.launch()
+        except OSError as exc:
+            self.drop(key)
+            self.refused[key] = str(exc)
+            return False
+        return True
+
+    def drop(self, key: tuple) -> None:
+        server = self.workers.pop(key, None)
+        if server is not None:
+            server.close()
+
+    def close(self) -> None:
+        for key in list(self.workers):
+            self.drop(key)
