@@ -1,16 +1,19 @@
 """The runner's side of a warm worker (``warm_worker.py``): start it, hand it jobs, watch it, replace it.
 
-One ``ForkServer`` is one worker process for one kind of job — the interpreter and its flags, the
-files of the job's ``PythonEntry`` (by content) and the job's own environment variables — so a
-child forked from it is exactly the process a fresh start of that job would have been, minus the
-imports. ``WarmPool`` keeps a runner's workers (at most two: the measurement harness and the
-profile harness), starts one lazily when a job of its kind first comes, and replaces one that died
-or stopped answering.
+One ``ForkServer`` is one worker process for one interpreter (with its flags) and one job
+environment (the job's own variables and what the runner passes through: what torch reads at
+import time must be what the job would have had). It holds the job scripts it has loaded
+(``runner.PythonEntry``, by the content of their files — the measurement harness, the profile
+harness), so a child forked from it is exactly the process a fresh start of that job would have
+been, minus the imports. ``WarmPool`` keeps a runner's workers (at most two), starts one lazily
+when a job of its kind first comes, loads a script into it the first time one of its jobs comes,
+and replaces a worker that died or stopped answering.
 
 What can go wrong, and what the runner then does:
 
-* the worker cannot start (warm() failed, it loaded a GPU driver, it timed out) — ``WorkerError``:
-  that kind of job runs as fresh processes from then on, and the runner says so once (a notice);
+* a script cannot be warmed (its warm() failed, or left the worker unsafe to fork: a thread, a
+  GPU driver) — ``WorkerError``: its jobs run as fresh processes from then on, and the runner says
+  so once (a notice); a worker left unsafe is killed;
 * the worker dies or stops answering before the child started — ``WorkerError``: the job has not
   run; the worker is killed and the job runs as a fresh process;
 * the worker refuses the job (its isolation could not be prepared, or the child could not be set
@@ -40,7 +43,7 @@ from pathlib import Path
 from . import warm_worker as wire
 from .jobio import rmtree, safe_relpath, scrubbed_env
 from .proctree import WORKER_VAR
-from .runner import Job, PythonEntry
+from .runner import Job
 
 __all__ = ["ForkServer", "WarmPool", "WorkerError", "WorkerRefused", "WorkerLost", "WORKER_PREFIX",
            "warm_argv"]
@@ -77,54 +80,56 @@ def warm_argv(job: Job) -> tuple[list[str], list[str]] | None:
     return prefix, job.argv[i:]
 
 
-def _content_key(entry: PythonEntry, files: dict) -> str:
+def _bytes(data: str | bytes) -> bytes:
+    return data.encode("utf-8") if isinstance(data, str) else data
+
+
+def entry_files(job: Job) -> dict[str, bytes]:
+    assert job.entry is not None
+    return {name: _bytes(job.files[name]) for name in (job.entry.script, *job.entry.modules)}
+
+
+def entry_id(job: Job) -> str:
+    """The script and its modules by content: two jobs with this id can share a warm-up."""
     h = hashlib.sha256()
-    for name in (entry.script, *entry.modules):
-        data = files[name]
-        h.update(name.encode() + b"\0" + (data.encode() if isinstance(data, str) else data) + b"\0")
-    return h.hexdigest()
+    for name, data in entry_files(job).items():
+        h.update(name.encode() + b"\0" + hashlib.sha256(data).digest())
+    return h.hexdigest()[:24]
 
 
-def pool_key(job: Job) -> tuple | None:
-    """Jobs with the same key can share a worker: interpreter and flags, entry files, and the
-    environment the job would start with (its own variables and what the runner passes through:
-    what torch reads at import time must be what the job would have had)."""
+def worker_key(job: Job) -> tuple | None:
+    """Jobs with the same key can share a worker process: interpreter and flags, environment."""
     split = warm_argv(job)
     if split is None:
         return None
-    assert job.entry is not None
     env = scrubbed_env("", job.env)  # the workdir-dependent values are the same placeholder for all
-    return (tuple(split[0]), job.entry.script, _content_key(job.entry, job.files), tuple(sorted(env.items())))
+    return tuple(split[0]), tuple(sorted(env.items()))
 
 
 class ForkServer:
-    """One warm worker. ``launch`` starts it (returns at once), ``ready`` waits for its warm-up;
-    ``spawn`` / ``wait_exit`` run one job's child; ``close`` ends it. Not thread-safe: the pool
-    lends it to one job at a time."""
+    """One warm worker. ``launch`` starts it (returns at once), ``ready`` waits for it, ``load``
+    warms a job's script in it; ``spawn`` / ``wait_exit`` run one job's child; ``close`` ends it.
+    Not thread-safe: the pool lends it to one job at a time."""
 
-    start_timeout_s = 300.0  # torch's import on a swamped machine; then fresh processes instead
+    start_timeout_s = 60.0  # the worker itself (stdlib + the isolation modules)
+    load_timeout_s = 300.0  # a script's warm-up: torch's import on a swamped machine
     reply_timeout_s = 30.0  # from a job's request to its child running (isolation set-up, fork)
 
     def __init__(self, job: Job, base_tmp: str | None = None) -> None:
         split = warm_argv(job)
-        if split is None or job.entry is None:
+        if split is None:
             raise ValueError("job cannot be started warm (no PythonEntry, or argv does not run it)")
-        self.entry, self.prefix = job.entry, split[0]
+        self.prefix = split[0]
         self.dir = tempfile.mkdtemp(prefix=f"{WORKER_PREFIX}{os.getpid()}-", dir=base_tmp)
-        for name in (self.entry.script, *self.entry.modules):
-            target = Path(self.dir) / safe_relpath(name)
-            target.parent.mkdir(parents=True, exist_ok=True)
-            data = job.files[name]
-            target.write_bytes(data.encode("utf-8") if isinstance(data, str) else data)
         self.token = f"{os.getpid()}-{secrets.token_hex(8)}"
         # the job's environment with the worker's own directory and token: what torch sees at import
         self.env = scrubbed_env(self.dir, {**job.env, WORKER_VAR: self.token})
+        self.files: dict[str, bytes] = {}  # every loaded script's files: a name means one content
+        self.loaded: dict[str, float] = {}  # entry id -> its warm-up seconds
         self.proc: subprocess.Popen | None = None
         self.sock: socket.socket | None = None
         self.pid: int | None = None
-        self.warm_s: float | None = None
         self.launched_at = 0.0
-        self.started_s = 0.0  # launch to ready, as seen from here
 
     # ------------------------------------------------------------------ life cycle
     def launch(self) -> None:
@@ -135,8 +140,7 @@ class ForkServer:
         try:
             self.launched_at = time.monotonic()
             self.proc = subprocess.Popen(
-                [*self.prefix, str(_WORKER_SCRIPT), str(_WORKER_SCRIPT.parent), self.dir, self.entry.script,
-                 str(theirs.fileno())],
+                [*self.prefix, str(_WORKER_SCRIPT), str(_WORKER_SCRIPT.parent), str(theirs.fileno())],
                 cwd=self.dir, env=self.env, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
                 pass_fds=(theirs.fileno(),), start_new_session=True, close_fds=True)
         except BaseException:
@@ -148,7 +152,7 @@ class ForkServer:
         self.sock = ours
 
     def ready(self) -> None:
-        """Wait for the worker's warm-up; raises ``WorkerError`` (and kills it) if it fails."""
+        """Wait for the worker to answer; raises ``WorkerError`` (and kills it) if it does not."""
         if self.pid is not None:
             return
         self.launch()
@@ -156,9 +160,41 @@ class ForkServer:
         if msg is None or not msg.get("ready"):
             why = (msg or {}).get("error") or self._log_tail() or "it exited or did not answer"
             self.kill()
-            raise WorkerError(f"the warm worker for {self.entry.script} did not start: {why}")
-        self.pid, self.warm_s = int(msg["pid"]), msg.get("warm_s")
-        self.started_s = time.monotonic() - self.launched_at
+            raise WorkerError(f"the warm worker did not start: {why}")
+        self.pid = int(msg["pid"])
+
+    def fits(self, job: Job) -> bool:
+        """Whether ``job``'s script can live in this worker: every file it shares with scripts
+        already loaded here has the same content (a module loaded by name is loaded once)."""
+        return all(self.files.get(name, data) == data for name, data in entry_files(job).items())
+
+    def load(self, job: Job) -> float:
+        """Warm ``job``'s script here (once); returns the seconds it took (0.0 when loaded)."""
+        eid = entry_id(job)
+        if eid in self.loaded:
+            return 0.0
+        self.ready()
+        assert self.sock is not None and job.entry is not None
+        t0 = time.monotonic()
+        where = Path(self.dir) / eid
+        for name, data in entry_files(job).items():
+            target = where / safe_relpath(name)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(data)
+        try:
+            wire.send(self.sock, {"op": "load", "entry": eid, "dir": str(where), "script": job.entry.script})
+        except OSError as exc:
+            self.kill()
+            raise WorkerError(f"the warm worker is gone ({exc})") from None
+        msg = self._recv(self.load_timeout_s)
+        if msg is None or "loaded" not in msg:
+            why = (msg or {}).get("load_failed") or self._log_tail() or "the warm worker died or did not answer"
+            if msg is None or msg.get("unsafe"):
+                self.kill()
+            raise WorkerError(str(why))
+        self.files.update(entry_files(job))
+        self.loaded[eid] = time.monotonic() - t0
+        return self.loaded[eid]
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
@@ -191,12 +227,13 @@ class ForkServer:
         rmtree(self.dir)
 
     # ------------------------------------------------------------------ one job
-    def spawn(self, request: dict, stdout_w: int, stderr_w: int) -> tuple[int, float]:
-        """Hand the worker one job; returns (the child's pid, its set-up seconds in the worker)."""
-        self.ready()
-        assert self.sock is not None
+    def spawn(self, job: Job, request: dict, stdout_w: int, stderr_w: int) -> tuple[int, float]:
+        """Hand the worker one job (its script loaded); returns (the child's pid, its set-up
+        seconds in the worker)."""
+        if self.sock is None:
+            raise WorkerError("the warm worker is gone")
         try:
-            wire.send(self.sock, {"op": "run", **request}, [stdout_w, stderr_w])
+            wire.send(self.sock, {"op": "run", "entry": entry_id(job), **request}, [stdout_w, stderr_w])
         except OSError as exc:
             self.kill()
             raise WorkerError(f"the warm worker is gone ({exc})") from None
@@ -251,63 +288,80 @@ class ForkServer:
 
 
 class WarmPool:
-    """A runner's warm workers, by kind of job. ``get`` returns a ready worker or None (run the
-    job afresh); a kind whose worker could not start is not tried again, and its reason is kept
+    """A runner's warm workers. ``get`` returns a worker with the job's script loaded, or None (run
+    the job afresh); a script that could not be warmed is not tried again, and its reason is kept
     in ``refused`` for the runner's notice."""
 
     max_workers = 2
 
     def __init__(self, base_tmp: str | None = None) -> None:
         self.base_tmp = base_tmp
-        self.workers: dict[tuple, ForkServer] = {}
-        self.refused: dict[tuple, str] = {}
+        self.workers: list[tuple[tuple, ForkServer]] = []  # (worker key, server), most recently used last
+        self.refused: dict[tuple, str] = {}  # (worker key, entry id) -> why
+        self.last_warm_s = 0.0  # what the last ``get`` waited for (a start, a script's warm-up)
 
-    def key(self, job: Job) -> tuple | None:
-        return pool_key(job)
+    def _find(self, job: Job, key: tuple) -> ForkServer | None:
+        for i, (k, server) in enumerate(self.workers):
+            if k == key and server.fits(job):
+                if not server.alive():  # died (or was killed) since its last job: replace it
+                    self._drop(i)
+                    return None
+                self.workers.append(self.workers.pop(i))
+                return server
+        return None
+
+    def _new(self, job: Job, key: tuple) -> ForkServer:
+        while len(self.workers) >= self.max_workers:
+            self._drop(0)
+        server = ForkServer(job, self.base_tmp)
+        self.workers.append((key, server))
+        return server
 
     def get(self, job: Job) -> ForkServer | None:
-        key = pool_key(job)
-        if key is None or key in self.refused:
+        t0 = time.monotonic()
+        self.last_warm_s = 0.0
+        key = worker_key(job)
+        if key is None or (key, entry_id(job)) in self.refused:
             return None
-        server = self.workers.get(key)
-        if server is not None and not server.alive():  # died since its last job: replace it
-            self.drop(key)
-            server = None
-        if server is None:
-            while len(self.workers) >= self.max_workers:
-                self.drop(next(iter(self.workers)))
-            server = self.workers[key] = ForkServer(job, self.base_tmp)
-        else:  # most recently used last
-            self.workers[key] = self.workers.pop(key)
+        server = self._find(job, key) or self._new(job, key)
         try:
-            server.ready()
+            server.load(job)
         except (WorkerError, OSError) as exc:
-            self.drop(key)
-            self.refused[key] = str(exc)
+            self.refused[(key, entry_id(job))] = str(exc)
+            if not server.alive():
+                self._drop(next(i for i, (_k, s) in enumerate(self.workers) if s is server))
             return None
+        finally:
+            self.last_warm_s = time.monotonic() - t0
         return server
 
     def launch(self, job: Job) -> bool:
-        """Start the worker for ``job``'s kind without waiting for it (a campaign warming up)."""
-        key = pool_key(job)
-        if key is None or key in self.refused or key in self.workers:
+        """Start a worker for ``job``'s kind without waiting for it (a campaign warming up)."""
+        key = worker_key(job)
+        if key is None or (key, entry_id(job)) in self.refused or any(k == key for k, _s in self.workers):
             return False
-        while len(self.workers) >= self.max_workers:
-            self.drop(next(iter(self.workers)))
-        server = self.workers[key] = ForkServer(job, self.base_tmp)
         try:
-            server.launch()
+            self._new(job, key).launch()
         except OSError as exc:
-            self.drop(key)
-            self.refused[key] = str(exc)
+            self.refused[(key, entry_id(job))] = str(exc)
+            self._drop(len(self.workers) - 1)
             return False
         return True
 
-    def drop(self, key: tuple) -> None:
-        server = self.workers.pop(key, None)
-        if server is not None:
-            server.close()
+    def drop(self, server: ForkServer) -> None:
+        for i, (_k, s) in enumerate(self.workers):
+            if s is server:
+                self._drop(i)
+                return
+
+    def _drop(self, i: int) -> None:
+        _key, server = self.workers.pop(i)
+        server.close()
 
     def close(self) -> None:
-        for key in list(self.workers):
-            self.drop(key)
+        while self.workers:
+            self._drop(0)
+
+    @property
+    def servers(self) -> list[ForkServer]:
+        return [s for _k, s in self.workers]

@@ -218,10 +218,9 @@ class LocalRunner(Runner):
     def _execute(self, job: Job, plan: isolation.IsolationPlan | None = None) -> JobResult:
         plan = self.plan if plan is None else plan
         self.watchdog.start()
-        t0 = time.monotonic()
         server = self._server(job)
-        waited = time.monotonic() - t0  # a worker's warm-up, paid by the first job of its kind
-        if server is not None:
+        waited = self.warm.last_warm_s if server is not None and self.warm is not None else 0.0
+        if server is not None:  # ``waited``: a worker's start or a script's warm-up, paid once
             try:
                 res = self._attempt(job, plan, server)
                 res.phase_times["worker_start"] = waited
@@ -306,7 +305,7 @@ class LocalRunner(Runner):
                 "affinity": sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
             }
             try:
-                pid, setup_s = server.spawn(request, out_w, err_w)
+                pid, setup_s = server.spawn(job, request, out_w, err_w)
             except WorkerRefused as exc:  # as a failed preexec: never a job with less isolation
                 raise SandboxError(self._unprepared(plan, exc)) from None
             return _Warm(server, pid, setup_s)

@@ -1,11 +1,12 @@
-"""The warm worker: an interpreter that ran a job script's ``warm()`` once and forks a child per job.
+"""The warm worker: an interpreter that ran job scripts' ``warm()`` once and forks a child per job.
 
 A measurement job is a fresh Python that spends seconds importing torch before it measures
 anything (3-5 s on a loaded 2-core machine, the whole of a small kernel's timing). This process
-pays that once: it loads the job script (``runner.PythonEntry``; the kernel harness) from a copy of
-its files, runs its ``warm()`` (allocator pinned, torch and the helper modules imported — no tensor
-op, so no OpenMP pool or CUDA context exists to be broken by ``fork``), and then, per job the
-runner sends, forks a child that becomes what a fresh ``Popen`` job would have been:
+pays that once: it loads job scripts (``runner.PythonEntry``: the kernel harness, the profile
+harness) from copies of their files, runs each one's ``warm()`` (allocator pinned, torch and the
+helper modules imported — no tensor op, so no OpenMP pool or CUDA context exists to be broken by
+``fork``), and then, per job the runner sends, forks a child that becomes what a fresh ``Popen``
+job would have been:
 
     own session and process group, the job's pids cgroup, its CPU affinity and rlimits,
     PR_SET_PDEATHSIG (the worker's death kills it), stdin /dev/null and the job's stdout/stderr
@@ -17,16 +18,21 @@ runner sends, forks a child that becomes what a fresh ``Popen`` job would have b
 Only the runner talks to it, over a unix socket (SOCK_SEQPACKET, one JSON message each; the job's
 stdout/stderr pipes travel with the run message as SCM_RIGHTS). Messages:
 
-    worker -> runner  {"ready": true, "pid", "warm_s"} | {"ready": false, "error"}
-    runner -> worker  {"op": "run", "workdir", "argv", "env", "plan", "read_paths", "abi",
+    worker -> runner  {"ready": true, "pid"}
+    runner -> worker  {"op": "load", "entry", "dir", "script"}
+    worker -> runner  {"loaded": entry, "warm_s"} | {"load_failed": "one line", "unsafe": bool}
+    runner -> worker  {"op": "run", "entry", "workdir", "argv", "env", "plan", "read_paths", "abi",
                        "rlimits", "cgroup_procs", "affinity"}  + 2 fds
     worker -> runner  {"started": pid, "setup_s"} | {"refused": "one line"}
                       then {"exited": pid, "returncode"}  (Popen's convention: -N for signal N)
 
+A script whose ``warm()`` leaves a thread running or loads a GPU driver makes the worker unsafe to
+fork (``unsafe``): the runner kills it and runs that script's jobs as fresh processes.
+
 EOF on the socket (the runner closed it, or died however it died) makes the worker kill the
 child it is running and exit; the runner's watchdog sweeps what carries the worker's token.
 
-Run as ``python -I -B warm_worker.py SANDBOX_DIR ENTRY_DIR SCRIPT FD``: stdlib only at module level;
+Run as ``python -I -B warm_worker.py SANDBOX_DIR FD``: stdlib only at module level;
 the isolation layers (``isolation.py`` and its siblings, stdlib + ctypes) are loaded by path as a
 private package, so the worker never imports Arbor. docs/architecture.md#sandboxes
 """
@@ -50,7 +56,7 @@ import types
 _MAX_MSG = 1 << 20
 _SETUP_FAILED = 71  # the child's exit status when it could not become the job (the reason is sent)
 _PR_SET_PDEATHSIG = 1
-ENTRY_MODULE = "arbor_warm_entry"
+ENTRY_MODULE = "arbor_warm_entry_"  # + the entry's id
 
 
 def send(sock: socket.socket, msg: dict, fds: list[int] | None = None) -> None:
@@ -82,15 +88,26 @@ def _load_isolation(sandbox_dir: str):  # type: ignore[no-untyped-def]
     return importlib.import_module(f"{pkg.__name__}.isolation")
 
 
-def _load_entry(entry_dir: str, script: str):  # type: ignore[no-untyped-def]
+def _load_entry(entry_id: str, entry_dir: str, script: str):  # type: ignore[no-untyped-def]
     path = os.path.join(entry_dir, script)
-    spec = importlib.util.spec_from_file_location(ENTRY_MODULE, path)
+    spec = importlib.util.spec_from_file_location(ENTRY_MODULE + entry_id, path)
     if spec is None or spec.loader is None:
         raise ImportError(f"cannot load {path}")
     module = importlib.util.module_from_spec(spec)
-    sys.modules[ENTRY_MODULE] = module
+    sys.modules[spec.name] = module
     spec.loader.exec_module(module)
     return module
+
+
+def _unsafe() -> str | None:
+    """Why forking this process would break a child, or None: a Python thread the fork would
+    lose mid-work, or a GPU driver already initialised (CUDA refuses a forked context)."""
+    import threading  # noqa: PLC0415
+
+    if threading.active_count() != 1:
+        return f"{threading.active_count() - 1} Python thread(s) left running"
+    driver = _driver_loaded()
+    return f"{driver} loaded (a device was initialised)" if driver else None
 
 
 def _driver_loaded() -> str | None:
@@ -109,8 +126,10 @@ def _exitcode(status: int) -> int:
 
 
 class Worker:
-    def __init__(self, sock: socket.socket, iso, entry, entry_dir: str) -> None:  # type: ignore[no-untyped-def]
-        self.sock, self.iso, self.entry, self.entry_dir = sock, iso, entry, entry_dir
+    def __init__(self, sock: socket.socket, iso) -> None:  # type: ignore[no-untyped-def]
+        self.sock, self.iso = sock, iso
+        self.entries: dict[str, tuple] = {}  # id -> (module, its directory)
+        self.entry, self.entry_dir = None, ""  # the one a child runs
         self.prctl = iso.libc().prctl
         self.pid = os.getpid()
 
@@ -120,19 +139,40 @@ class Worker:
             msg, fds = recv(self.sock, maxfds=2)
             if msg is None:
                 return 0
-            if msg.get("op") != "run" or len(fds) != 2:
-                for fd in fds:
-                    os.close(fd)
-                send(self.sock, {"refused": f"warm worker: bad request {sorted(msg)}"})
-                continue
             try:
-                self.run(msg, fds)
+                if msg.get("op") == "load" and not fds:
+                    self.load(msg)
+                elif msg.get("op") == "run" and len(fds) == 2 and msg.get("entry") in self.entries:
+                    self.run(msg, fds)
+                else:
+                    send(self.sock, {"refused": f"warm worker: bad request {sorted(msg)}"})
             finally:
                 for fd in fds:
                     os.close(fd)
 
+    def load(self, msg: dict) -> None:
+        """Load one job script and run its warm(): once per script (by content) and worker."""
+        t0 = time.perf_counter()
+        entry_id = str(msg["entry"])
+        try:
+            module = _load_entry(entry_id, msg["dir"], msg["script"])
+            module.warm()
+        except BaseException as exc:  # noqa: BLE001  told to the runner: that script runs fresh
+            traceback.print_exc()
+            send(self.sock, {"load_failed": f"{msg['script']}: warm() failed: {type(exc).__name__}: {exc}"[:2000],
+                             "unsafe": _unsafe() is not None})
+            return
+        why = _unsafe()
+        if why:
+            send(self.sock, {"load_failed": f"{msg['script']}'s warm() left the worker unsafe to fork: {why}",
+                             "unsafe": True})
+            return
+        self.entries[entry_id] = (module, msg["dir"])
+        send(self.sock, {"loaded": entry_id, "warm_s": time.perf_counter() - t0})
+
     def run(self, job: dict, stdio: list[int]) -> None:
         t0 = time.perf_counter()
+        self.entry, self.entry_dir = self.entries[job["entry"]]
         try:
             child_iso = self.iso.prepare(self.iso.IsolationPlan.from_dict(job["plan"]), job["workdir"],
                                          job.get("read_paths") or [], abi=job.get("abi"))
@@ -254,7 +294,8 @@ class Worker:
         workdir = job["workdir"]
         sys.argv = list(job["argv"])
         self.entry.__file__ = os.path.join(workdir, job["argv"][0])
-        sys.path[:] = [workdir if p == self.entry_dir else p for p in sys.path]
+        others = {d for _m, d in self.entries.values()} - {self.entry_dir}  # other scripts' copies
+        sys.path[:] = [workdir if p == self.entry_dir else p for p in sys.path if p not in others]
         tempfile = sys.modules.get("tempfile")
         if tempfile is not None:
             tempfile.tempdir = None  # recomputed from the job's TMPDIR
@@ -264,28 +305,16 @@ class Worker:
 
 
 def main(argv: list[str]) -> int:
-    sandbox_dir, entry_dir, script, fd = argv[1], argv[2], argv[3], int(argv[4])
+    sandbox_dir, fd = argv[1], int(argv[2])
     sock = socket.socket(fileno=fd)
     try:
-        t0 = time.perf_counter()
         iso = _load_isolation(sandbox_dir)
-        entry = _load_entry(entry_dir, script)
-        entry.warm()
-        warm_s = time.perf_counter() - t0
-        driver = _driver_loaded()
-        if driver:
-            raise RuntimeError(f"{script}'s warm() loaded {driver}: a forked child could not start the device")
-        import threading  # noqa: PLC0415
-
-        if threading.active_count() != 1:
-            raise RuntimeError(f"{script}'s warm() left {threading.active_count() - 1} Python thread(s) running: "
-                               "forking it is unsafe")
     except BaseException as exc:  # noqa: BLE001  told to the runner, which falls back to fresh processes
         send(sock, {"ready": False, "error": f"{type(exc).__name__}: {exc}"[:2000]})
         traceback.print_exc()
         return 1
-    send(sock, {"ready": True, "pid": os.getpid(), "warm_s": warm_s})
-    return Worker(sock, iso, entry, entry_dir).serve()
+    send(sock, {"ready": True, "pid": os.getpid()})
+    return Worker(sock, iso).serve()
 
 
 if __name__ == "__main__":

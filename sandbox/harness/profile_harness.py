@@ -31,27 +31,23 @@ _WARM: dict = {}
 
 def warm() -> None:
     """What every profile needs before it reads its request, once per process: the allocator
-    pinned, torch and its profiler imported — and what the profiler imports when it first starts
-    (torch._dynamo and parts of inductor: seconds). A warm worker (sandbox/warm_worker.py) calls it
-    once and forks a child per profile. No tensor op, no profiler session: no thread is left."""
+    pinned, torch and its autograd profiler imported. A warm worker (sandbox/warm_worker.py) calls
+    it once and forks a child per profile. No tensor op, no profiler session: no thread is left."""
     if _WARM:
         return
     _load("arbor_harness_allocator", os.path.join(os.path.dirname(os.path.abspath(__file__)), "allocator.py")).pin()
     import torch  # after pinning the allocator: profiles see the costs the harness times
-    import torch.profiler  # noqa: F401
+    from torch.autograd import profiler  # noqa: F401
 
-    try:  # what profile() imports on its first start
-        import torch._dynamo  # noqa: F401
-        import torch._inductor.standalone_compile  # noqa: F401
-    except Exception:  # noqa: BLE001  another torch: the profile imports what it needs itself
-        pass
     _WARM["torch"] = torch
 
 
 def main(argv: list[str]) -> int:
     warm()
     torch = _WARM["torch"]
-    from torch.profiler import ProfilerActivity, profile
+    # torch.autograd's profiler, not torch.profiler's wrapper around it: that one's start imports
+    # torch._inductor and torch._dynamo (3-5 s on a loaded 2-core machine, per profile job)
+    from torch.autograd import profiler
 
     request_path = argv[1]
     req = json.loads(open(request_path).read())
@@ -81,8 +77,8 @@ def main(argv: list[str]) -> int:
         sync()
         one = time.perf_counter() - t0
         iters = max(1, min(int(req.get("iters", 10)), int(float(req.get("budget_s", 1.0)) / max(one, 1e-6))))
-        acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
-        with profile(activities=acts, record_shapes=True, with_flops=True) as prof:
+        with profiler.profile(use_device="cuda" if cuda else None, use_kineto=True, record_shapes=True,
+                              with_flops=True) as prof:
             for _ in range(iters):
                 model(*xs)
             sync()

@@ -128,7 +128,7 @@ def _dead(pid: int, wait_s: float = 5.0) -> bool:
 
 def _worker_pids(runner: LocalRunner) -> list[int]:
     assert runner.warm is not None
-    return [w.pid for w in runner.warm.workers.values() if w.pid is not None]
+    return [w.pid for w in runner.warm.servers if w.pid is not None]
 
 
 @pytest.fixture(scope="module")
@@ -290,12 +290,12 @@ def test_a_child_that_cannot_be_set_up_is_refused_never_run():
     j = job("probe")
     server = ForkServer(j)
     try:
-        server.ready()
+        server.load(j)
         r, w = os.pipe()
         try:
             with pytest.raises(WorkerRefused, match="could not be set up"):
-                server.spawn({"workdir": "/nonexistent-workdir", "argv": ["entry.py", "probe"], "env": {},
-                              "plan": isolation.IsolationPlan().to_dict(), "rlimits": []}, w, w)
+                server.spawn(j, {"workdir": "/nonexistent-workdir", "argv": ["entry.py", "probe"], "env": {},
+                                 "plan": isolation.IsolationPlan().to_dict(), "rlimits": []}, w, w)
         finally:
             os.close(r)
             os.close(w)
@@ -308,25 +308,30 @@ def test_a_child_that_cannot_be_set_up_is_refused_never_run():
 def test_an_unpreparable_isolation_is_a_sandbox_error(monkeypatch):
     with LocalRunner() as r:
         r.run(job("probe"))
-        server = next(iter(r.warm.workers.values()))
+        server = r.warm.servers[0]
         monkeypatch.setattr(server, "spawn", lambda *a, **k: (_ for _ in ()).throw(WorkerRefused("ruleset: EMFILE")))
         with pytest.raises(SandboxError, match="cannot prepare the job's isolation"):
             r.run(job("probe"))
 
 
-def test_jobs_differing_in_entry_files_or_environment_get_their_own_worker():
+def test_scripts_share_a_worker_unless_their_files_or_environment_differ():
+    other = Job(argv=[PY, "-I", "-B", "other.py", "probe"], files={"other.py": ENTRY}, timeout_s=30,
+                collect=["out.json"], entry=PythonEntry("other.py"))
     with LocalRunner() as r:
-        a = out(r.run(job("probe")))["warmed"]
-        b = out(r.run(job("probe", entry=ENTRY + "\n# another version\n")))["warmed"]
-        c = out(r.run(job("probe", env={"CUDA_VISIBLE_DEVICES": "1"})))["warmed"]
-        assert len({a, b, c}) == 3
-        assert len(r.warm.workers) <= r.warm.max_workers
+        a = out(r.run(job("probe")))
+        b = out(r.run(other))  # another script, loaded into the same worker
+        assert a["warmed"] == b["warmed"] == a["ppid"] == b["ppid"]  # both warmed in, and forked from, one worker
+        assert b["file"].endswith("/other.py") and b["argv"] == ["other.py", "probe"]
+        c = out(r.run(job("probe", entry=ENTRY + "\n# another version\n")))  # entry.py, other content
+        d = out(r.run(job("probe", env={"CUDA_VISIBLE_DEVICES": "1"})))
+        assert len({a["ppid"], c["ppid"], d["ppid"]}) == 3
+        assert len(r.warm.servers) <= r.warm.max_workers
 
 
 def test_a_runner_that_closes_leaves_no_worker():
     r = LocalRunner()
     r.run(job("probe"))
-    workers, dirs = _worker_pids(r), [w.dir for w in r.warm.workers.values()]
+    workers, dirs = _worker_pids(r), [w.dir for w in r.warm.servers]
     r.close()
     assert workers and all(_dead(p) for p in workers)
     assert not any(Path(d).exists() for d in dirs)
