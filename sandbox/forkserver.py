@@ -126,6 +126,7 @@ class ForkServer:
         self.env = scrubbed_env(self.dir, {**job.env, WORKER_VAR: self.token})
         self.files: dict[str, bytes] = {}  # every loaded script's files: a name means one content
         self.loaded: dict[str, float] = {}  # entry id -> its warm-up seconds
+        self.pending: dict[str, float] = {}  # entry id -> when its load was sent (not answered yet)
         self.proc: subprocess.Popen | None = None
         self.sock: socket.socket | None = None
         self.pid: int | None = None
@@ -168,31 +169,40 @@ class ForkServer:
         already loaded here has the same content (a module loaded by name is loaded once)."""
         return all(self.files.get(name, data) == data for name, data in entry_files(job).items())
 
-    def load(self, job: Job) -> float:
-        """Warm ``job``'s script here (once); returns the seconds it took (0.0 when loaded)."""
+    def begin_load(self, job: Job) -> None:
+        """Ask the worker to warm ``job``'s script, without waiting (it works while we go on)."""
         eid = entry_id(job)
-        if eid in self.loaded:
-            return 0.0
-        self.ready()
+        if eid in self.loaded or eid in self.pending:
+            return
+        self.launch()
         assert self.sock is not None and job.entry is not None
-        t0 = time.monotonic()
         where = Path(self.dir) / eid
         for name, data in entry_files(job).items():
             target = where / safe_relpath(name)
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_bytes(data)
-        try:
+        try:  # queued behind the worker's own start: it reads messages once it is ready
             wire.send(self.sock, {"op": "load", "entry": eid, "dir": str(where), "script": job.entry.script})
         except OSError as exc:
             self.kill()
             raise WorkerError(f"the warm worker is gone ({exc})") from None
-        msg = self._recv(self.load_timeout_s)
+        self.pending[eid] = time.monotonic()
+        self.files.update(entry_files(job))
+
+    def load(self, job: Job) -> float:
+        """Warm ``job``'s script here (once); returns the seconds it took (0.0 when loaded)."""
+        eid = entry_id(job)
+        if eid in self.loaded:
+            return 0.0
+        self.begin_load(job)
+        self.ready()
+        t0 = self.pending.pop(eid)
+        msg = self._recv(self.load_timeout_s - (time.monotonic() - t0))
         if msg is None or "loaded" not in msg:
             why = (msg or {}).get("load_failed") or self._log_tail() or "the warm worker died or did not answer"
             if msg is None or msg.get("unsafe"):
                 self.kill()
             raise WorkerError(str(why))
-        self.files.update(entry_files(job))
         self.loaded[eid] = time.monotonic() - t0
         return self.loaded[eid]
 
@@ -336,15 +346,19 @@ class WarmPool:
         return server
 
     def launch(self, job: Job) -> bool:
-        """Start a worker for ``job``'s kind without waiting for it (a campaign warming up)."""
+        """Start warming ``job``'s script without waiting for it (a campaign getting ready: the
+        worker imports torch while the campaign goes on). True if a warm-up was started."""
         key = worker_key(job)
-        if key is None or (key, entry_id(job)) in self.refused or any(k == key for k, _s in self.workers):
+        if key is None or (key, entry_id(job)) in self.refused:
+            return False
+        server = self._find(job, key) or self._new(job, key)
+        if entry_id(job) in server.loaded or entry_id(job) in server.pending:
             return False
         try:
-            self._new(job, key).launch()
-        except OSError as exc:
+            server.begin_load(job)
+        except (WorkerError, OSError) as exc:
             self.refused[(key, entry_id(job))] = str(exc)
-            self._drop(len(self.workers) - 1)
+            self.drop(server)
             return False
         return True
 

@@ -19,7 +19,7 @@ from pathlib import Path
 from arbor.sandbox.gpu import cached_cpu_peak, check_identity, store_cpu_peak
 from arbor.sandbox.runner import Job, JobResult, PythonEntry, Runner
 
-__all__ = ["KernelRequest", "KernelMeasurement", "measure_kernel", "measure_kernels", "HARNESS_PATH",
+__all__ = ["KernelRequest", "KernelMeasurement", "measure_kernel", "measure_kernels", "prewarm", "HARNESS_PATH",
            "ERROR_CLASSES"]
 
 HARNESS_PATH = Path(__file__).parent / "harness" / "kernel_harness.py"
@@ -277,6 +277,12 @@ def measure_kernel(runner: Runner, req: KernelRequest) -> KernelMeasurement:
     nonce = secrets.token_hex(16)
     req = _with_peak(req)
     return _finish(runner.run(build_job(req, nonce)), req, nonce)
+
+
+def prewarm(runner: Runner, req: KernelRequest) -> bool:
+    """Have ``runner`` start warming the harness for measurements like ``req`` (torch's import in
+    its warm worker) while the caller goes on; nothing is measured. True if a warm-up started."""
+    return runner.prewarm(build_job(req, "prewarm"))
 
 
 def measure_kernels(runner: Runner, reqs: list[KernelRequest]) -> list[KernelMeasurement]:

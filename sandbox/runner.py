@@ -127,6 +127,12 @@ class Runner(ABC):
     def _execute(self, job: Job) -> JobResult:
         """The runner-specific part of ``run``."""
 
+    def prewarm(self, job: Job) -> bool:
+        """Get ready for jobs like ``job`` without running it and without waiting (a campaign
+        calls this before its first measurement; the local runner starts warming its worker).
+        True if something was started. Default: nothing to do."""
+        return False
+
     def close(self) -> None:
         """Release long-lived resources (warm containers), then let hooks undo what they did
         (restore GPU clocks). Idempotent; the campaign calls it on every way out."""

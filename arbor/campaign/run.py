@@ -73,6 +73,7 @@ def build_context(spec: CampaignSpec, store: Store, report: Callable[[str, dict]
         agents = build_agents(spec, target, spec.load_skills(), store=store, campaign_id=campaign.id)
         # runner + clock guard, per spec.sandbox; a GPU that cannot start inside it stops here
         runner = open_sandbox(spec, store, campaign.id, report)
+        target.prewarm(runner)  # the warm worker imports torch while the campaign gets going
     except BaseException:
         _best_effort(lambda: store.release_campaign(campaign.id, owner))  # no Context owns the lease yet
         raise

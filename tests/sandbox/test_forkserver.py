@@ -374,3 +374,20 @@ def test_kill_9_of_the_owner_kills_the_worker_and_everything_forked_from_it(tmp_
         owner.wait()
         for p in job_processes(owner.pid, workers=True):
             os.kill(p, signal.SIGKILL)
+
+
+def test_prewarm_warms_the_script_while_the_caller_goes_on():
+    slow = ENTRY.replace("WARMED = os.getpid()", "WARMED = os.getpid()\n    time.sleep(2.0)")
+    with LocalRunner() as r:
+        t0 = time.monotonic()
+        assert r.prewarm(job("probe", entry=slow))
+        assert time.monotonic() - t0 < 1.0  # it did not wait for the warm-up
+        assert not r.prewarm(job("probe", entry=slow))  # already under way
+        time.sleep(3.0)
+        res = r.run(job("probe", entry=slow))
+        assert out(res)["ppid"] == out(res)["warmed"] and res.phase_times["worker_start"] < 1.0
+    with LocalRunner() as cold:
+        res = cold.run(job("probe", entry=slow))
+        assert res.phase_times["worker_start"] >= 2.0  # what the prewarm saved
+    with LocalRunner(warm_worker=False) as fresh:
+        assert not fresh.prewarm(job("probe"))
