@@ -9,6 +9,7 @@ run: every repetition runs both, in alternating order, so a neighbour's load hit
     python -m benchmarks.eval_overhead                    # the quickstart on the CPU, 2 repetitions
     python -m benchmarks.eval_overhead --device cuda      # on a GPU (scripts/gpu_check.sh runs this)
     python -m benchmarks.eval_overhead --reps 3 --modes warm
+    python -m benchmarks.eval_overhead --modes fresh,warm,docker   # + the Docker runner (docker exec per job)
 
 The *non-timing cost* of an evaluation is everything but its timing rounds and its correctness
 rounds (the seed loop with its determinism re-run and liveness check, and the re-check after timing:
@@ -204,11 +205,13 @@ def instrumented(ctx, clock: Clock, jobs: list[dict]):  # type: ignore[no-untype
 
 
 # ---------------------------------------------------------------- one campaign, two evaluations
-def _spec(workdir: Path, device: str, name: str):  # type: ignore[no-untyped-def]
+def _spec(workdir: Path, device: str, name: str, docker: bool = False):  # type: ignore[no-untyped-def]
     from arbor.spec.campaign import parse_spec
 
     data = yaml.safe_load(CAMPAIGN.read_text())
     data["name"] = name
+    if docker:  # the host's interpreter in a warm container, a docker exec per job
+        data["sandbox"] = {**data.get("sandbox", {}), "kind": "docker", "docker": {"image": "host"}}
     data["target"]["problem"] = str((CAMPAIGN.parent / data["target"]["problem"]).resolve())
     data["target"]["device"] = device
     data["store"] = {"url": f"sqlite:///{workdir / 'arbor.db'}"}
@@ -251,7 +254,7 @@ def campaign_run(mode: str, device: str) -> dict:
 
     os.environ["ARBOR_WARM_WORKER"] = "1" if mode == "warm" else "0"
     with tempfile.TemporaryDirectory(prefix="arbor-eval-overhead-") as tmp:
-        spec = _spec(Path(tmp), device, f"eval-overhead-{mode}")
+        spec = _spec(Path(tmp), device, f"eval-overhead-{mode}", docker=mode == "docker")
         from arbor.search_tree import open_store
 
         store = open_store(spec.store_url())
@@ -302,42 +305,59 @@ def print_table(summary: dict, modes: list[str]) -> None:
     for ev in ("baseline", "candidate"):
         for mode in modes:
             cols.append((f"{ev}.{mode}", f"{'A/A' if ev == 'baseline' else 'cand'} {mode}"))
-        if len(modes) == 2:
-            cols.append((f"{ev}.ratio", "ratio"))
+        if "fresh" in modes and "warm" in modes:
+            cols.append((f"{ev}.ratio", "warm/fresh"))
     rows = []
     for key, label in [*ROWS, ("total", "total"), ("non_timing", "NON-TIMING (total - rounds - correctness)")]:
         row = {"row": label}
         for ev in ("baseline", "candidate"):
-            vals = []
+            vals = {}
             for mode in modes:
                 s = summary[mode][ev]
                 v = s["non_timing_s"] if key == "non_timing" else s["rows"][key]
                 row[f"{ev}.{mode}"] = f"{v:.2f}"
-                vals.append(v)
-            if len(modes) == 2:
-                row[f"{ev}.ratio"] = f"{vals[1] / vals[0]:.2f}" if vals[0] > 0.005 else "-"
+                vals[mode] = v
+            if "fresh" in vals and "warm" in vals:
+                row[f"{ev}.ratio"] = f"{vals['warm'] / vals['fresh']:.2f}" if vals["fresh"] > 0.005 else "-"
         rows.append(row)
     print(table(rows, cols))
+
+
+def _docker_engine():  # type: ignore[no-untyped-def]
+    """$DOCKER_HOST or the system socket, else a private dockerd (as root); returns what to stop."""
+    if os.environ.get("DOCKER_HOST") or os.path.exists("/var/run/docker.sock"):
+        return None
+    from tests.docker_engine import PrivateDockerd
+
+    daemon = PrivateDockerd()
+    daemon.start()
+    os.environ["DOCKER_HOST"] = daemon.url
+    return daemon
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--device", default="cpu", help="cpu (default) or cuda")
     ap.add_argument("--reps", type=int, default=2, help="campaign runs per mode (default 2)")
-    ap.add_argument("--modes", default="fresh,warm", help="fresh,warm (default) or one of them")
+    ap.add_argument("--modes", default="fresh,warm", help="fresh,warm (default), one of them, or with docker")
     ap.add_argument("--out", default="eval_overhead", help="result name under benchmarks/results/")
     args = ap.parse_args(argv)
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
-    if not modes or any(m not in ("fresh", "warm") for m in modes):
-        print("--modes: fresh, warm or both", file=sys.stderr)
+    if not modes or any(m not in ("fresh", "warm", "docker") for m in modes):
+        print("--modes: a comma-separated choice of fresh, warm, docker", file=sys.stderr)
         return 2
     started = time.monotonic()
+    daemon = _docker_engine() if "docker" in modes else None
     load_start = os.getloadavg()
     runs = []
-    for rep in range(args.reps):
-        for mode in (modes if rep % 2 == 0 else list(reversed(modes))):  # ABBA: drift hits both
-            print(f"rep {rep + 1}/{args.reps}: {mode} ...", file=sys.stderr, flush=True)
-            runs.append(campaign_run(mode, args.device))
+    try:
+        for rep in range(args.reps):
+            for mode in (modes if rep % 2 == 0 else list(reversed(modes))):  # ABBA: drift hits both
+                print(f"rep {rep + 1}/{args.reps}: {mode} ...", file=sys.stderr, flush=True)
+                runs.append(campaign_run(mode, args.device))
+    finally:
+        if daemon is not None:
+            daemon.stop()
     load_end = os.getloadavg()
     summary = summarize(runs, modes)
     print(f"\nOne evaluation of the quickstart ({CAMPAIGN.name}) on {args.device}, median of {args.reps} "

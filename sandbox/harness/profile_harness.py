@@ -8,6 +8,7 @@ derives them. Nothing here judges the candidate; it only says where the time goe
 
 from __future__ import annotations
 
+import gc
 import importlib.util
 import json
 import os
@@ -39,6 +40,7 @@ def warm() -> None:
     import torch  # after pinning the allocator: profiles see the costs the harness times
     from torch.autograd import profiler  # noqa: F401
 
+    gc.freeze()  # torch's objects out of the collector's sight (as the measurement harness does)
     _WARM["torch"] = torch
 
 
