@@ -21,7 +21,8 @@ the loop does after it (the bottleneck profile, the knowledge record); the candi
 one measurement of a candidate and its verdict (a new best's confirmation is a second measurement
 like it). The first evaluation of a runner also starts its warm worker; that start is its own row.
 
-Writes ``benchmarks/results/eval_overhead.json`` (``--out NAME`` for another name).
+Writes ``benchmarks/results/eval_overhead.json`` (``eval_overhead_cuda.json`` for ``--device cuda``;
+``--out NAME`` for another name).
 """
 
 from __future__ import annotations
@@ -340,8 +341,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--device", default="cpu", help="cpu (default) or cuda")
     ap.add_argument("--reps", type=int, default=2, help="campaign runs per mode (default 2)")
     ap.add_argument("--modes", default="fresh,warm", help="fresh,warm (default), one of them, or with docker")
-    ap.add_argument("--out", default="eval_overhead", help="result name under benchmarks/results/")
+    ap.add_argument("--out", default=None, help="result name under benchmarks/results/ "
+                    "(default eval_overhead, eval_overhead_cuda on a GPU)")
     args = ap.parse_args(argv)
+    args.out = args.out or ("eval_overhead" if args.device == "cpu" else f"eval_overhead_{args.device.split(':')[0]}")
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     if not modes or any(m not in ("fresh", "warm", "docker") for m in modes):
         print("--modes: a comma-separated choice of fresh, warm, docker", file=sys.stderr)
@@ -350,11 +353,16 @@ def main(argv: list[str] | None = None) -> int:
     daemon = _docker_engine() if "docker" in modes else None
     load_start = os.getloadavg()
     runs = []
+    from arbor.sandbox.runner import SandboxError
+
     try:
         for rep in range(args.reps):
             for mode in (modes if rep % 2 == 0 else list(reversed(modes))):  # ABBA: drift hits both
                 print(f"rep {rep + 1}/{args.reps}: {mode} ...", file=sys.stderr, flush=True)
                 runs.append(campaign_run(mode, args.device))
+    except SandboxError as exc:  # e.g. the device does not start inside the sandbox: say why, once
+        print(f"eval_overhead: {exc}", file=sys.stderr)
+        return 1
     finally:
         if daemon is not None:
             daemon.stop()

@@ -8,6 +8,9 @@
 # 3. a locked-vs-unlocked measurement: the CV of a matmul timed with CUDA events, with clocks
 #    unlocked, then locked through Arbor's ClockGuard (verified under load), then unlocked again.
 #    Locking is skipped with its reason when this process may not lock (non-root, container).
+# 4. where one evaluation's time goes on the GPU (benchmarks/eval_overhead.py --device cuda: the
+#    quickstart's baseline A/A and one candidate, fresh process vs warm worker; its own JSON in
+#    benchmarks/results/eval_overhead_cuda.json).
 # Everything lands in one JSON file; the exit code is non-zero when a step failed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -25,13 +28,19 @@ DOCTOR_RC=$?
 "$PY" -m pytest -q -m gpu tests -p no:cacheprovider --junitxml="$TMP/gpu_tests.xml" > "$TMP/gpu_tests.txt" 2>&1
 TESTS_RC=$?
 
-"$PY" - "$TMP" "$OUT" "$DOCTOR_RC" "$TESTS_RC" <<'PYEOF'
+timeout 420 "$PY" -m benchmarks.eval_overhead --device cuda --reps 1 > "$TMP/eval_overhead.txt" 2>&1
+EVAL_RC=$?
+
+"$PY" - "$TMP" "$OUT" "$DOCTOR_RC" "$TESTS_RC" "$EVAL_RC" <<'PYEOF'
 import json, os, socket, statistics, sys, time
 import xml.etree.ElementTree as ET
 
 tmp, out, doctor_rc, tests_rc = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+eval_rc = int(sys.argv[5])
 report = {"host": socket.gethostname(), "when": time.strftime("%Y-%m-%dT%H:%M:%S"),
           "loadavg": os.getloadavg(), "doctor_rc": doctor_rc, "gpu_tests_rc": tests_rc}
+report["eval_overhead"] = {"rc": eval_rc, "json": "benchmarks/results/eval_overhead_cuda.json",
+                           "table": open(f"{tmp}/eval_overhead.txt").read()[-6000:]}
 try:
     report["doctor"] = json.load(open(f"{tmp}/doctor.json"))
 except (OSError, ValueError) as exc:
@@ -93,5 +102,5 @@ json.dump(report, open(out, "w"), indent=1, default=str)
 print(json.dumps({"out": out, "doctor_rc": doctor_rc, "gpu_tests": report.get("gpu_tests"),
                   "clock_cv": [(r["label"], round(r["cv_mad"], 4), round(r["median_ms"], 3)) for r in cv["runs"]],
                   "lock": cv.get("lock") or cv.get("lock_error") or cv.get("error")}, indent=1, default=str))
-sys.exit(1 if doctor_rc or tests_rc or "error" in cv else 0)
+sys.exit(1 if doctor_rc or tests_rc or eval_rc or "error" in cv else 0)
 PYEOF
