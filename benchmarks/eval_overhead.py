@@ -294,6 +294,8 @@ def summarize(runs: list[dict], modes: list[str]) -> dict:
             accs = [account(r[ev]) for r in mine]
             rows = {k: _median([a[k] for a in accs]) for k in [*(k for k, _ in ROWS), "total"]}
             out[mode][ev] = {"rows": rows, "non_timing_s": _median([non_timing(a) for a in accs]),
+                             # the worker's start is once per campaign (per slot), not per evaluation
+                             "non_timing_per_evaluation_s": _median([non_timing(a) - a["worker_start"] for a in accs]),
                              "non_timing_all_s": [round(non_timing(a), 3) for a in accs],
                              "totals_s": [round(a["total"], 3) for a in accs],
                              "verdicts": [r[ev]["verdict"] for r in mine]}
@@ -375,7 +377,8 @@ def main(argv: list[str] | None = None) -> int:
         for ev in ("baseline", "candidate"):
             s = summary[mode][ev]
             ok = "meets" if s["non_timing_s"] <= GOAL_S else "misses"
-            print(f"{mode:5s} {ev:9s}: non-timing {s['non_timing_s']:.2f} s ({ok} the {GOAL_S:g} s goal), "
+            print(f"{mode:5s} {ev:9s}: non-timing {s['non_timing_s']:.2f} s ({ok} the {GOAL_S:g} s goal; "
+                  f"{s['non_timing_per_evaluation_s']:.2f} s without the once-per-campaign worker start), "
                   f"all runs {s['non_timing_all_s']}, verdicts {s['verdicts']}")
         print(f"{mode:5s} A/A noise floor: {[round(x, 4) for x in summary[mode]['noise_floor']]}")
     path = write_result(args.out, {
