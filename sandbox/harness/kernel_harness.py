@@ -10,6 +10,11 @@ every statistic from the raw samples.
 
 A failing candidate is data, not a crash: exit status 0 whenever result.json describes the outcome.
 result.json is rewritten at every phase boundary, so a killed run still says how far it got.
+
+Its start-up (allocator, torch, helpers) is ``warm()``; ``main(argv)`` runs it first. The local
+runner usually calls ``main`` in a child forked from a worker that already ran ``warm()`` once
+(sandbox/warm_worker.py): then the child starts measuring at once. ``phase_times`` says where each
+measurement's time went.
 """
 
 from __future__ import annotations
