@@ -19,6 +19,7 @@ import select
 import signal as _signal
 import subprocess
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -127,6 +128,7 @@ class LocalRunner(Runner):
         if warm_worker is None:
             warm_worker = os.environ.get("ARBOR_WARM_WORKER", "1").strip().lower() not in ("0", "false", "no", "off")
         self.warm = WarmPool(base_tmp) if warm_worker else None
+        self._warm_lock = threading.Lock()
         self.kernel = isolation.kernel_support()
         self.full_plan = isolation.plan_for(network, filesystem, self.kernel)
         self.plan = self.full_plan
@@ -213,29 +215,36 @@ class LocalRunner(Runner):
         if self.warm is None or warm_argv(job) is None:
             return False
         self.watchdog.start()
-        return self.warm.launch(job)
+        with self._warm_lock:
+            return self.warm.launch(job)
 
     def _execute(self, job: Job, plan: isolation.IsolationPlan | None = None) -> JobResult:
         plan = self.plan if plan is None else plan
         self.watchdog.start()
-        server = self._server(job)
-        waited = self.warm.last_warm_s if server is not None and self.warm is not None else 0.0
-        if server is not None:  # ``waited``: a worker's start or a script's warm-up, paid once
+        # a worker serves one job at a time: a job run beside another (two threads sharing this
+        # runner) starts fresh instead of waiting
+        if self.warm is None or warm_argv(job) is None or not self._warm_lock.acquire(blocking=False):
+            return self._attempt(job, plan, None)
+        try:
+            server = self._server(job)
+            if server is None:
+                return self._attempt(job, plan, None)
+            waited = self.warm.last_warm_s  # a worker's start or a script's warm-up, paid once
             try:
                 res = self._attempt(job, plan, server)
-                res.phase_times["worker_start"] = waited
-                return res
             except (WorkerError, WorkerLost) as exc:  # the job did not run, or died with the worker
                 res = self._attempt(job, plan, None)
                 res.notes.append(f"warm worker: {exc}; the job ran as a fresh process")
                 return res
-        return self._attempt(job, plan, None)
+            res.phase_times["worker_start"] = waited
+            return res
+        finally:
+            self._warm_lock.release()
 
     def _server(self, job: Job) -> ForkServer | None:
         """A ready warm worker for ``job``, or None (a fresh process). A kind of job whose worker
         could not start says so once, as a notice, and runs fresh from then on."""
-        if self.warm is None or warm_argv(job) is None:
-            return None
+        assert self.warm is not None
         refused = len(self.warm.refused)
         server = self.warm.get(job)
         if len(self.warm.refused) > refused:

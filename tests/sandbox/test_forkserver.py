@@ -391,3 +391,23 @@ def test_prewarm_warms_the_script_while_the_caller_goes_on():
         assert res.phase_times["worker_start"] >= 2.0  # what the prewarm saved
     with LocalRunner(warm_worker=False) as fresh:
         assert not fresh.prewarm(job("probe"))
+
+
+def test_two_jobs_at_once_on_one_runner_one_warm_one_fresh(runner):
+    import threading
+
+    results: list = []
+    sleepy = job("exit", "0")
+    slow = ENTRY.replace("    elif mode == \"exit\":", "    elif mode == \"nap\":\n        time.sleep(2)\n"
+                         "        write({\"ppid\": os.getppid()})\n    elif mode == \"exit\":")
+    naps = [job("nap", entry=slow) for _ in range(2)]
+    runner.run(sleepy)  # the worker is up
+    threads = [threading.Thread(target=lambda j=j: results.append(runner.run(j))) for j in naps]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert [r.returncode for r in results] == [0, 0]
+    warm = ["worker_setup" in r.phase_times for r in results]
+    assert sorted(warm) == [False, True]  # the busy worker was not shared: the other started fresh
+    assert leftovers(os.getpid()) == {}
