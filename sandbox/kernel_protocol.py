@@ -17,9 +17,9 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 
 from arbor.sandbox.gpu import cached_cpu_peak, check_identity, store_cpu_peak
-from arbor.sandbox.runner import Job, JobResult, Runner
+from arbor.sandbox.runner import Job, JobResult, PythonEntry, Runner
 
-__all__ = ["KernelRequest", "KernelMeasurement", "measure_kernel", "measure_kernels", "HARNESS_PATH",
+__all__ = ["KernelRequest", "KernelMeasurement", "measure_kernel", "measure_kernels", "prewarm", "HARNESS_PATH",
            "ERROR_CLASSES"]
 
 HARNESS_PATH = Path(__file__).parent / "harness" / "kernel_harness.py"
@@ -27,6 +27,8 @@ HARNESS_PATH = Path(__file__).parent / "harness" / "kernel_harness.py"
 HARNESS_MODULES = ("kernel_checks.py", "integrity.py", "process_state.py", "liveness.py", "timing.py",
                    "calibration.py", "clock_watch.py", "cost.py", "fingerprint.py", "correctness.py", "batch.py",
                    "allocator.py")
+# a runner may start the harness warm (forked from a worker that imported torch once)
+HARNESS_ENTRY = PythonEntry("kernel_harness.py", HARNESS_MODULES)
 ERROR_CLASSES = ("compile_error", "runtime_error", "timeout", "oom", "incorrect", "hack_suspected",
                  "harness_error")
 _HARNESS_NAME = "kernel_harness.py"
@@ -136,6 +138,7 @@ def build_job(req: KernelRequest, nonce: str) -> Job:
         # A CUDA context reserves far more virtual address space than it uses: RLIMIT_AS would
         # make every GPU run fail, so GPU memory is bounded by the device (and Docker) instead.
         memory_bytes=None if cuda else req.memory_bytes,
+        entry=HARNESS_ENTRY,
     )
 
 
@@ -210,7 +213,8 @@ def _from_result(data: dict, res: JobResult) -> KernelMeasurement:
         # where the candidate cannot lie about them) wins over the harness's view from inside
         fingerprint={**(data.get("fingerprint") or {}), **(getattr(res, "fingerprint", None) or {})},
         duration_s=res.duration_s,
-        phase_times=dict(data.get("phase_times") or {}),
+        # the harness's phases inside the job, and the runner's around it (set-up, start, clean-up)
+        phase_times={**(data.get("phase_times") or {}), **(getattr(res, "phase_times", None) or {})},
         input_shapes=data.get("input_shapes"),
         warnings=list(data.get("warnings") or []) + list(getattr(res, "notes", None) or []),
         extra=extra,
@@ -276,6 +280,12 @@ def measure_kernel(runner: Runner, req: KernelRequest) -> KernelMeasurement:
     return _finish(runner.run(build_job(req, nonce)), req, nonce)
 
 
+def prewarm(runner: Runner, req: KernelRequest) -> bool:
+    """Have ``runner`` start warming the harness for measurements like ``req`` (torch's import in
+    its warm worker) while the caller goes on; nothing is measured. True if a warm-up started."""
+    return runner.prewarm(build_job(req, "prewarm"))
+
+
 def measure_kernels(runner: Runner, reqs: list[KernelRequest]) -> list[KernelMeasurement]:
     """Measure several candidates in ONE sandbox job: the harness imports torch once and forks a
     child per request (harness/batch.py), so each candidate still runs in a process of its own.
@@ -301,7 +311,7 @@ def measure_kernels(runner: Runner, reqs: list[KernelRequest]) -> list[KernelMea
         batch = Job(argv=jobs[0].argv, files=files, timeout_s=sum(r.timeout_s for _, r, _ in todo) + 30,
                     collect=[f"{p}-{k}.{e}" for k in range(len(todo))
                              for p, e in (("result", "json"), ("status", "json"), ("stderr", "txt"))],
-                    memory_bytes=None if None in limits else max(limits))
+                    memory_bytes=None if None in limits else max(limits), entry=jobs[0].entry)
         res = runner.run(batch)
         for k, (i, r, nonce) in enumerate(todo):
             out[i] = _finish(_child_result(res, k), r, nonce)

@@ -11,6 +11,12 @@ not see it any more. Two mechanisms, the first that works wins:
   and any process whose environment carries the job's token (``ARBOR_JOB=<owner pid>-<random>``)
   — the token is what finds a reparented daemon, and, after a crash, every stray of a dead owner.
 
+A job forked from a warm worker (``warm_worker.py``) cannot carry its own token in
+``/proc/<pid>/environ`` (that is the environment its process was *executed* with: the worker's),
+so the worker carries one of its own (``ARBOR_WORKER=<owner pid>-<random>``): such a job's tree
+also takes in every holder of its worker's token but the worker itself, and after a crash the
+sweep finds the worker and everything forked from it by that token.
+
 Our own process and its ancestors are never signalled.
 """
 
@@ -24,9 +30,10 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["ProcessTree", "cleanup_stale", "list_job_processes", "cgroup_available", "TOKEN_VAR"]
+__all__ = ["ProcessTree", "cleanup_stale", "list_job_processes", "cgroup_available", "TOKEN_VAR", "WORKER_VAR"]
 
 TOKEN_VAR = "ARBOR_JOB"
+WORKER_VAR = "ARBOR_WORKER"  # a warm worker's token: it and the jobs forked from it carry it
 _CG_PREFIX = "arbor-"
 _CG_NAME = re.compile(r"^arbor-(\d+)-[0-9a-f]+$")
 _KILL_ROUNDS = 200
@@ -106,9 +113,13 @@ def _all_pids() -> list[int]:
         return []
 
 
-def list_job_processes(root_pid: int | None, token: str) -> list[int]:
-    """Live processes that belong to a job: descendants, group/session members, token holders."""
-    needle = f"{TOKEN_VAR}={token}".encode() + b"\0"
+def list_job_processes(root_pid: int | None, token: str, worker: tuple[str, int] | None = None) -> list[int]:
+    """Live processes that belong to a job: descendants, group/session members, token holders.
+    ``worker``: (its token, its pid) for a job forked from a warm worker — the worker's other
+    token holders are the job's too, the worker (and what it is running on) never."""
+    needles = [f"{TOKEN_VAR}={token}".encode() + b"\0"]
+    if worker is not None:
+        needles.append(f"{WORKER_VAR}={worker[0]}".encode() + b"\0")
     table = {p: st for p in _all_pids() if (st := _stat(p)) is not None}
     found: set[int] = set()
     if root_pid is not None:
@@ -116,14 +127,15 @@ def list_job_processes(root_pid: int | None, token: str) -> list[int]:
     children: dict[int, list[int]] = {}
     for p, (pp, _pg, _sid) in table.items():
         children.setdefault(pp, []).append(p)
-    found |= {p for p in table if p not in found and _has_token(p, needle)}
+    spared = {worker[1]} if worker is not None else set()
+    found |= {p for p in table if p not in found and p not in spared and any(_has_token(p, n) for n in needles)}
     stack = list(found)
     while stack:
         for c in children.get(stack.pop(), []):
             if c not in found:
                 found.add(c)
                 stack.append(c)
-    return sorted(found - _protected())
+    return sorted(found - _protected() - spared)
 
 
 def _kill(pids: list[int]) -> None:
@@ -145,6 +157,7 @@ class ProcessTree:
     token: str = field(default_factory=lambda: f"{os.getpid()}-{secrets.token_hex(8)}")
     cgroup: Path | None = None
     _procs_fd: int = -1
+    worker: tuple[str, int] | None = None  # (token, pid) of the warm worker the job is forked from
 
     def __post_init__(self) -> None:
         base = _pids_cgroup_base()
@@ -177,7 +190,7 @@ class ProcessTree:
             except OSError:
                 self.cgroup_is_sealed = False
         if self.cgroup is None or not self.cgroup_is_sealed:
-            pids |= set(list_job_processes(root_pid, self.token))
+            pids |= set(list_job_processes(root_pid, self.token, self.worker))
         return sorted(pids - _protected())
 
     def kill_all(self, root_pid: int | None) -> int:
@@ -258,7 +271,7 @@ def cleanup_stale() -> int:
             tree.cgroup_is_sealed = False
             killed += tree.kill_all(None)
             tree.close()
-    needle = f"{TOKEN_VAR}=".encode()
+    needles = [f"{var}=".encode() for var in (TOKEN_VAR, WORKER_VAR)]
     protected = _protected()
     for pid in _all_pids():
         if pid in protected:
@@ -267,11 +280,13 @@ def cleanup_stale() -> int:
             env = Path(f"/proc/{pid}/environ").read_bytes()
         except OSError:
             continue
-        i = env.find(needle)
-        if i < 0 or (i > 0 and env[i - 1] != 0):
-            continue
-        m = re.match(rb"(\d+)-", env[i + len(needle):])
-        if m and not pid_alive(int(m.group(1))):
-            _kill([pid])
-            killed += 1
+        for needle in needles:
+            i = env.find(needle)
+            if i < 0 or (i > 0 and env[i - 1] != 0):
+                continue
+            m = re.match(rb"(\d+)-", env[i + len(needle):])
+            if m and not pid_alive(int(m.group(1))):
+                _kill([pid])
+                killed += 1
+                break
     return killed

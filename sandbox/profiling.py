@@ -16,9 +16,12 @@ import sys
 from pathlib import Path
 
 from .kernel_protocol import KernelRequest
-from .runner import Job, Runner
+from .runner import Job, PythonEntry, Runner
 
 PROFILE_HARNESS = Path(__file__).parent / "harness" / "profile_harness.py"
+_SHIPPED = ("kernel_checks.py", "allocator.py")
+# a runner may start it warm (forked from a worker that imported torch and its profiler once)
+PROFILE_ENTRY = PythonEntry("profile_harness.py", _SHIPPED)
 _ELEMENT_BYTES = {"float64": 8, "float32": 4, "float16": 2, "bfloat16": 2}
 TOP = 12
 
@@ -57,13 +60,13 @@ def profile_job(req: KernelRequest, nonce: str, iters: int = 10, budget_s: float
     body = {"problem_file": "problem.py", "candidate_file": "candidate.py", "sizes": req.sizes,
             "size_scale": req.size_scale, "dtype": req.dtype, "device": req.device,
             "num_threads": req.num_threads, "iters": iters, "budget_s": budget_s, "nonce": nonce}
-    shipped = {n: PROFILE_HARNESS.with_name(n).read_text(encoding="utf-8") for n in ("kernel_checks.py", "allocator.py")}
+    shipped = {n: PROFILE_HARNESS.with_name(n).read_text(encoding="utf-8") for n in _SHIPPED}
     return Job(argv=[sys.executable, "-I", "-B", "profile_harness.py", "request.json"],
                files={"profile_harness.py": PROFILE_HARNESS.read_text(encoding="utf-8"), **shipped,
                       "problem.py": req.problem_source, "candidate.py": req.candidate_source,
                       "request.json": json.dumps(body)},
                timeout_s=req.timeout_s, collect=["profile.json"],
-               memory_bytes=None if req.device.startswith("cuda") else req.memory_bytes)
+               memory_bytes=None if req.device.startswith("cuda") else req.memory_bytes, entry=PROFILE_ENTRY)
 
 
 def _bytes(shapes: list, dtype: str | None) -> float | None:

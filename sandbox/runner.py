@@ -24,7 +24,8 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Protocol
 
-__all__ = ["Job", "JobResult", "Runner", "JobHook", "SandboxError", "make_runner", "RUNNERS", "runner_kinds"]
+__all__ = ["Job", "JobResult", "PythonEntry", "Runner", "JobHook", "SandboxError", "make_runner", "RUNNERS",
+           "runner_kinds"]
 
 
 class SandboxError(RuntimeError):
@@ -34,9 +35,28 @@ class SandboxError(RuntimeError):
     """
 
 
+@dataclass(frozen=True)
+class PythonEntry:
+    """A job whose argv runs one Python script of its files, which a runner may start warm.
+
+    The script defines ``warm()`` — everything it does before it reads its input (imports, for the
+    kernel harness torch), idempotent and leaving no thread running — and ``main(argv) -> int``,
+    which ``argv`` reaches from the script's name on. A runner may then run the job in a child
+    forked from an interpreter that already executed the script and its ``warm()`` from files of
+    the same content (the script and ``modules``, the other job files it loads at start-up),
+    instead of executing ``argv`` afresh; the job's workdir, files, environment, limits and
+    isolation stay exactly what they would have been. Runners that cannot (Docker) ignore it.
+    docs/architecture.md#sandboxes
+    """
+
+    script: str
+    modules: tuple[str, ...] = ()
+
+
 @dataclass
 class Job:
-    """One self-contained unit of work: what to run, the files it needs, and its limits."""
+    """One self-contained unit of work: what to run, the files it needs, and its limits.
+    ``entry``: set when argv is a Python script a runner may start warm (``PythonEntry``)."""
 
     argv: list[str]
     files: dict[str, bytes | str]
@@ -47,6 +67,7 @@ class Job:
     max_output_bytes: int = 1 << 20
     max_file_bytes: int | None = 1 << 30
     cpu_seconds: int | None = None
+    entry: PythonEntry | None = None
 
 
 @dataclass
@@ -65,6 +86,8 @@ class JobResult:
     stdout_bytes: int = 0
     stderr_bytes: int = 0
     oom_killed: bool | None = None  # the kernel OOM killer ended it (None: the runner cannot tell)
+    # where the runner's own time went (seconds): set-up, start (a warm worker's included), clean-up
+    phase_times: dict = field(default_factory=dict)
 
 
 class JobHook(Protocol):
@@ -103,6 +126,12 @@ class Runner(ABC):
     @abstractmethod
     def _execute(self, job: Job) -> JobResult:
         """The runner-specific part of ``run``."""
+
+    def prewarm(self, job: Job) -> bool:
+        """Get ready for jobs like ``job`` without running it and without waiting (a campaign
+        calls this before its first measurement; the local runner starts warming its worker).
+        True if something was started. Default: nothing to do."""
+        return False
 
     def close(self) -> None:
         """Release long-lived resources (warm containers), then let hooks undo what they did

@@ -70,11 +70,15 @@ def build_context(spec: CampaignSpec, store: Store, report: Callable[[str, dict]
     previous = store.acquire_campaign(campaign.id, owner, STALE_LEASE_S, pid_alive=pid_alive)
     if previous is not None:
         report("lease_taken_over", previous)
+    runner = None
     try:
-        agents = build_agents(spec, target, spec.load_skills(), store=store, campaign_id=campaign.id)
         # runner + clock guard, per spec.sandbox; a GPU that cannot start inside it stops here
         runner = open_sandbox(spec, store, campaign.id, report)
+        target.prewarm(runner)  # its warm worker imports torch while the agents are built
+        agents = build_agents(spec, target, spec.load_skills(), store=store, campaign_id=campaign.id)
     except BaseException:
+        if runner is not None:
+            runner.close()
         _best_effort(lambda: store.release_campaign(campaign.id, owner))  # no Context owns the lease yet
         raise
     ctx = Context(spec=spec, store=store, campaign=campaign, target=target, runner=runner,

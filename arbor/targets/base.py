@@ -58,6 +58,10 @@ class TargetAdapter(ABC):
         """Run the measurement protocol; returns the dict stored as one measurement series.
         Never raises for a bad candidate: failures are data (status/error_class)."""
 
+    def prewarm(self, runner: "Runner") -> None:
+        """Let ``runner`` get ready for this target's measurements before the first one (the
+        local runner starts importing torch in its warm worker meanwhile). Default: nothing."""
+
     uses_device: ClassVar[bool] = True  # a measurement occupies a device (cores/GPU) of the worker
     profiles: ClassVar[bool] = False  # a bottleneck profile (per-op times) can be measured: request() + run_profile
 

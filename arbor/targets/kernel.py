@@ -9,7 +9,7 @@ from arbor.agents.critic.gates import Evidence
 from arbor.agents.skills import MoveSpec, SkillSpec, kernel_moves
 from arbor.agents.specialists.applicability import drop_noops
 from arbor.agents.transforms import to_modelnew
-from arbor.sandbox.kernel_protocol import KernelRequest, measure_kernel
+from arbor.sandbox.kernel_protocol import KernelRequest, measure_kernel, prewarm
 from arbor.sandbox.problem import Problem, load_problem
 from arbor.sandbox.runner import Runner
 from arbor.search_tree.records import MeasurementRecord
@@ -67,6 +67,9 @@ class KernelAdapter(TargetAdapter):
 
     def measure(self, runner: Runner, source: str) -> dict:
         return measure_kernel(runner, self.request(source)).to_dict()
+
+    def prewarm(self, runner: Runner) -> None:
+        prewarm(runner, self.request(self.root_source()))
 
     def static_check(self, critic, source: str) -> Judgement | None:
         return critic.static_check(source, frozenset(self.spec.critic.allow_imports), self.spec.target.precision)

@@ -40,6 +40,11 @@ class SlotRunner(Runner):
     def _execute(self, job: Job) -> JobResult:  # pragma: no cover - run() delegates
         return self.inner.run(job)
 
+    def prewarm(self, job: Job) -> bool:
+        if self.slot.env:
+            job = replace(job, env={**job.env, **self.slot.env})
+        return self.inner.prewarm(job)
+
     def close(self) -> None:
         self.inner.close()
 

@@ -119,6 +119,9 @@ def min_time_s(flops: float | None, nbytes: float | None, peak: dict) -> float:
 
 # ---- CPU peaks, measured by the harness and cached here -----------------------------------
 _TTL_S = 30 * 24 * 3600
+# this process's copy: where the cache file cannot be written (a read-only home on a cluster node),
+# the peak is still measured once per process, not once per measurement (a second or two each)
+_MEMO: dict[str, dict] = {}
 
 
 def _cache_path() -> Path:
@@ -158,7 +161,8 @@ def _load() -> dict:
 
 
 def cached_cpu_peak(key: str | None = None) -> dict | None:
-    entry = _load().get(key or cpu_key())
+    key = key or cpu_key()
+    entry = _load().get(key) or _MEMO.get(key)
     if not isinstance(entry, dict) or time.time() - float(entry.get("at", 0)) > _TTL_S:
         return None
     return {k: entry[k] for k in ("flops_per_s", "bytes_per_s", "threads") if k in entry} | {
@@ -173,7 +177,7 @@ def store_cpu_peak(peak: dict, key: str | None = None) -> None:
     entry = {"flops_per_s": max(float(peak.get("flops_per_s") or 0), float(old.get("flops_per_s") or 0)),
              "bytes_per_s": max(float(peak.get("bytes_per_s") or 0), float(old.get("bytes_per_s") or 0)),
              "threads": peak.get("threads"), "at": old.get("at") or time.time()}
-    data[key] = entry
+    data[key] = _MEMO[key] = entry
     path = _cache_path()
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

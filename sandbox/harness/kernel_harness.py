@@ -10,11 +10,17 @@ every statistic from the raw samples.
 
 A failing candidate is data, not a crash: exit status 0 whenever result.json describes the outcome.
 result.json is rewritten at every phase boundary, so a killed run still says how far it got.
+
+Its start-up (allocator, torch, helpers) is ``warm()``; ``main(argv)`` runs it first. The local
+runner usually calls ``main`` in a child forked from a worker that already ran ``warm()`` once
+(sandbox/warm_worker.py): then the child starts measuring at once. ``phase_times`` says where each
+measurement's time went.
 """
 
 from __future__ import annotations
 
 import contextlib
+import gc
 import importlib.util
 import json
 import os
@@ -26,9 +32,10 @@ import traceback
 _TEXT_LIMIT = 4000
 _RESULT = "result.json"
 _HERE = os.path.dirname(os.path.abspath(__file__))
-checks = integrity = timing = cost = fpr = correctness = calibration = clock_watch = None  # loaded by path in main()
+checks = integrity = timing = cost = fpr = correctness = calibration = clock_watch = None  # loaded by path in warm()
 Failure = Exception  # kernel_checks.Failure once loaded
-_MODES: dict = {}  # torch dtype -> precision mode name, filled in main() once torch is imported
+_MODES: dict = {}  # torch dtype -> precision mode name, filled in warm() once torch is imported
+_WARM: dict = {}  # what warm() prepared: torch and what its import cost this process
 
 
 def _tail(text: str, limit: int = _TEXT_LIMIT) -> str:
@@ -228,7 +235,7 @@ class Harness:
         the independent monotonic clock brackets it all for the Critic's cross-check. Every call of
         a sample gets its own input set up to ``timing_pool_bytes`` per side, so a result cached
         across calls is never a hit (#3); sets repeat only where the inputs are too large for that."""
-        req = self.req
+        req, phases, t_warm = self.req, self.result["phase_times"], time.perf_counter()
         min_rep, max_rep = int(req["min_repeats"]), int(req["max_repeats"])
         timer = timing.CpuTimer()
         if self.cuda:  # clocks and throttling per side, read around each timed sample (clock_watch)
@@ -281,6 +288,7 @@ class Harness:
         else:
             timer.start()  # from here on the clock watch brackets every sample
         self.spot_p = 0.1  # a tenth of the timed candidate samples (3 at most) get checked
+        phases["warmup"] = time.perf_counter() - t_warm  # warm-up, calibration, the input pools
         t0, t_end, rnd = timing.mono_ns(), timing.perf_ns() + float(req["time_budget_s"]) * 1e9, 0
         # a noisy paired ratio earns more rounds, up to the cap, until its CI is narrow enough
         t_cap = t_end + float(req.get("extra_time_s") or 0) * 1e9
@@ -293,6 +301,8 @@ class Harness:
         if self.cuda:
             timer.stop(self.facts["gpu_clocks"])  # the watch's readings, per side
         span = (timing.mono_ns() - t0 - self.spot_ns) / 1e9  # spot checks are not timed work
+        t_after = time.perf_counter()
+        phases.update(rounds=span, spot_checks=self.spot_ns / 1e9)
         walls = timer.walls if not self.cuda else samples  # the timer cross-checks use wall time
         self.facts.update(timing_wall_s=span, timed_s=sum(
             sum(s[:rnd]) * n for s, n in zip(walls, inner)), leftover_s=timer.leftover_s)
@@ -309,16 +319,18 @@ class Harness:
             self.result["fingerprint"]["gpu_state_end"] = fpr.gpu_state(str(self.device))
         self.verify()
         self.checker.quiet_window(self.audit)
+        phases["after_timing"] = time.perf_counter() - t_after  # checks, the quiet window
 
     def run(self) -> None:
         torch, req = self.torch, self.req
         if req.get("num_threads"):
             torch.set_num_threads(int(req["num_threads"]))
-        self.result["fingerprint"] = fp = fpr.fingerprint(str(self.device))
-        fp["precision"] = self.precision  # every result names the precision mode it was measured in
-        if self.cuda:
-            torch.empty(1, device=self.device)  # create the context the L2 controls act on
-            self.l2.reset()
+        with self.timed("device"):  # on CUDA: the context (a forked child creates its own here)
+            self.result["fingerprint"] = fp = fpr.fingerprint(str(self.device))
+            fp["precision"] = self.precision  # every result names the precision mode it was measured in
+            if self.cuda:
+                torch.empty(1, device=self.device)  # create the context the L2 controls act on
+                self.l2.reset()
         self.facts["peak"] = req.get("peak")
         if not self.cuda and not req.get("peak") and req.get("measure_peak"):
             with self.timed("peak"):
@@ -335,13 +347,16 @@ class Harness:
                     fp["gpu_state_start"] = fpr.gpu_state(str(self.device))
                 self.timing()
                 self.checkpoint("recheck")
-                self.checker.recheck(self.pools[1])
+                with self.timed("recheck"):
+                    self.checker.recheck(self.pools[1])
             self.verify()
         self.result.update(status="ok", phase="done")
 
 
-def measure(req: dict, result_path: str, torch, torch_import_s: float) -> int:  # type: ignore[no-untyped-def]
-    """One measurement, written to ``result_path``; the exit code says whether the harness held."""
+def measure(req: dict, result_path: str, torch, started: float, warm_s: dict) -> int:  # type: ignore[no-untyped-def]
+    """One measurement, written to ``result_path``; the exit code says whether the harness held.
+    ``started``: when this process began working on it (perf_counter); ``warm_s``: what warm()
+    cost this process (zero in a child of a warm worker)."""
     global _RESULT
     _RESULT = result_path
     result = {"status": "error", "phase": "start", "error_class": "harness_error",
@@ -350,7 +365,7 @@ def measure(req: dict, result_path: str, torch, torch_import_s: float) -> int:  
     try:
         harness = Harness(req, torch)
         result = harness.result
-        result["phase_times"]["torch_import"] = torch_import_s
+        result["phase_times"].update(warm_s)
         harness.run()
     except BaseException as e:  # noqa: BLE001  a harness bug (or a candidate escaping our guards)
         if isinstance(e, checks.Failure):
@@ -361,44 +376,68 @@ def measure(req: dict, result_path: str, torch, torch_import_s: float) -> int:  
             result.update(status="error", error_class="oom" if oom else "harness_error",
                           error_text=_tail(_format_exc(e)), baseline_samples=[], candidate_samples=[])
             rc = 0 if oom else 1
+    if isinstance(result.get("phase_times"), dict):
+        result["phase_times"]["harness"] = time.perf_counter() - started  # all of it, as this process saw it
     _write_result(result)
     return rc
 
 
+def warm() -> dict:
+    """Everything main() does before it reads a request, once per process: pin the host allocator
+    (before torch), import torch, load the helper modules (and what they load lazily). Returns what
+    this call cost ({} when already done). A warm worker (sandbox/warm_worker.py) calls it once and
+    forks a child per measurement, which then finds nothing left to do here. Runs no tensor op:
+    a forked child must be able to start its own OpenMP pool and device context."""
+    global checks, integrity, timing, cost, fpr, correctness, calibration, clock_watch, Failure
+    if _WARM:
+        return {}
+    t0 = time.perf_counter()
+    _load_module("arbor_harness_allocator", os.path.join(_HERE, "allocator.py")).pin()  # before torch
+    import torch  # noqa: PLC0415  (imported here so a missing torch is reported as data)
+
+    t1 = time.perf_counter()
+    checks, integrity, timing, cost, fpr, correctness, calibration, clock_watch = (
+        _load_module(f"arbor_harness_{n}", os.path.join(_HERE, f"{f}.py")) for n, f in
+        (("checks", "kernel_checks"), ("integrity", "integrity"), ("timing", "timing"),
+         ("cost", "cost"), ("fingerprint", "fingerprint"), ("correctness", "correctness"),
+         ("calibration", "calibration"), ("clock_watch", "clock_watch")))
+    Failure = checks.Failure
+    _MODES.update({torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16", torch.float64: "fp64"})
+    integrity._sibling("liveness")  # correctness loads it on first use
+    from torch.autograd import profiler  # noqa: F401,PLC0415  cost's FLOP count imports it on first use
+
+    # torch's ~170k module-level objects never become garbage: out of the collector's sight, a full
+    # collection during a measurement (a snapshot, a timed sample) costs milliseconds, not 0.3 s,
+    # and a warm worker's forked children share those pages instead of copying them
+    gc.freeze()
+    _WARM["torch"] = torch
+    return {"torch_import": t1 - t0, "harness_modules": time.perf_counter() - t1}
+
+
 def main(argv: list[str]) -> int:
     """``request.json`` holds one request, or ``{"batch": [request, ...]}`` for several."""
+    global _HERE, _RESULT
+    started = time.perf_counter()
+    _HERE = os.path.dirname(os.path.abspath(__file__))  # a warm worker's child: the job's workdir
     if len(argv) != 2:
         return print("usage: python -I -B kernel_harness.py request.json", file=sys.stderr) or 2
     with open(argv[1], encoding="utf-8") as f:
         req = json.load(f)
     os.remove(argv[1])  # the nonces inside must not be readable by the candidate from disk
     entries = req["batch"] if "batch" in req else None
-    global _RESULT
     try:
-        _load_module("arbor_harness_allocator", os.path.join(_HERE, "allocator.py")).pin()  # before torch
-        t0 = time.perf_counter()
-        import torch  # noqa: PLC0415  (imported here so a missing torch is reported as data)
-
-        torch_import_s = time.perf_counter() - t0
-        global checks, integrity, timing, cost, fpr, correctness, calibration, clock_watch, Failure
-        checks, integrity, timing, cost, fpr, correctness, calibration, clock_watch = (
-            _load_module(f"arbor_harness_{n}", os.path.join(_HERE, f"{f}.py")) for n, f in
-            (("checks", "kernel_checks"), ("integrity", "integrity"), ("timing", "timing"),
-             ("cost", "cost"), ("fingerprint", "fingerprint"), ("correctness", "correctness"),
-             ("calibration", "calibration"), ("clock_watch", "clock_watch")))
-        Failure = checks.Failure
-        _MODES.update({torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16",
-                       torch.float64: "fp64"})
+        warm_s = {"torch_import": 0.0, "harness_modules": 0.0, **warm()}
+        torch = _WARM["torch"]
         if entries is not None:  # each measured in a forked child (batch.py)
             return _load_module("arbor_harness_batch", os.path.join(_HERE, "batch.py")).run(
-                entries, lambda r, path: measure(r, path, torch, torch_import_s))
+                entries, lambda r, path: measure(r, path, torch, time.perf_counter(), warm_s))
     except BaseException as e:  # noqa: BLE001  torch or a helper missing: report it as data
         for i, r in enumerate(entries if entries is not None else [req]):
             _RESULT = f"result-{i}.json" if entries is not None else "result.json"
             _write_result({"status": "error", "phase": "start", "error_class": "harness_error",
                            "error_text": _tail(_format_exc(e)), "nonce": r.get("nonce")})
         return 1
-    return measure(req, "result.json", torch, torch_import_s)
+    return measure(req, "result.json", torch, started, warm_s)
 
 
 if __name__ == "__main__":

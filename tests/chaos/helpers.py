@@ -104,18 +104,24 @@ def assert_consistent(url: str, evaluations: int | None = None, finished: bool =
         assert n == [(evaluations,)], n
 
 
-def job_processes_of(pid: int) -> list[int]:
-    """Live processes carrying the job token of the Arbor process ``pid`` (its jobs' trees)."""
-    needle = f"ARBOR_JOB={pid}-".encode()
+def job_processes_of(pid: int, workers: bool = True) -> list[int]:
+    """Live processes carrying the job token of the Arbor process ``pid`` (its jobs' trees), or
+    the token of one of its warm workers (a worker and the jobs forked from it); ``workers=False``
+    leaves the workers themselves (``pid``'s own children) out: only jobs."""
+    needles = f"ARBOR_JOB={pid}-".encode(), f"ARBOR_WORKER={pid}-".encode()
     found = []
     for d in os.listdir("/proc"):
         if not d.isdigit():
             continue
         try:
-            if needle in Path(f"/proc/{d}/environ").read_bytes():
-                state = Path(f"/proc/{d}/stat").read_text().rsplit(")", 1)[1].split()[0]
-                if state not in ("Z", "X"):
-                    found.append(int(d))
+            env = Path(f"/proc/{d}/environ").read_bytes()
+            if any(n in env for n in needles):
+                stat = Path(f"/proc/{d}/stat").read_text().rsplit(")", 1)[1].split()
+                if stat[0] in ("Z", "X"):
+                    continue
+                if not workers and needles[0] not in env and int(stat[1]) == pid:
+                    continue
+                found.append(int(d))
         except OSError:
             pass
     return found

@@ -79,9 +79,9 @@ def _signal_mid_measurement(campaign_dir, name: str, sig: int):  # type: ignore[
     proc = start("run", str(spec), "--quiet")
     try:
         deadline = time.time() + 120
-        while time.time() < deadline and not job_processes_of(proc.pid):
+        while time.time() < deadline and not job_processes_of(proc.pid, workers=False):
             time.sleep(0.1)
-        assert job_processes_of(proc.pid), "the campaign never started a job"
+        assert job_processes_of(proc.pid, workers=False), "the campaign never started a job"
         time.sleep(0.5)
     finally:
         rc, _out, err = finish(proc, sig)

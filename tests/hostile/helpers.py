@@ -20,14 +20,20 @@ def connections(srv) -> int:  # type: ignore[no-untyped-def]
         n += 1
 
 
-def job_processes(owner: int) -> list[int]:
-    """Live (non-zombie) processes carrying a job token issued by Arbor process ``owner``."""
-    needle = f"ARBOR_JOB={owner}-".encode()
+def job_processes(owner: int, workers: bool = False) -> list[int]:
+    """Live (non-zombie) processes carrying a job token issued by Arbor process ``owner``, or the
+    token of one of its warm workers: a job forked from a worker shows the worker's environment in
+    /proc. The workers themselves (``owner``'s own children) are left out unless ``workers``."""
+    needles = f"ARBOR_JOB={owner}-".encode(), f"ARBOR_WORKER={owner}-".encode()
     found = []
     for p in Path("/proc").glob("[0-9]*"):
         try:
-            if needle in (p / "environ").read_bytes() and "\nState:\tZ" not in (p / "status").read_text():
-                found.append(int(p.name))
+            env, status = (p / "environ").read_bytes(), (p / "status").read_text()
+            if "\nState:\tZ" in status or not any(n in env for n in needles):
+                continue
+            if not workers and needles[0] not in env and f"\nPPid:\t{owner}\n" in status:
+                continue  # a warm worker of the (live) owner: kept between jobs by design
+            found.append(int(p.name))
         except OSError:
             pass
     return found

@@ -295,3 +295,86 @@ def test_scaled_sizes_stay_multiples_of_their_divisors(tmp_path):
     mod = _module(tmp_path, "a = 4096\nb = 64\nc = 128\nd = 256\ne = 1024\n")
     applied = apply_sizes(mod, {}, 0.3)
     assert 0.5 * 1229 <= applied["a"] <= 2 * 1229  # no lcm blow-up from incidental divisors
+
+
+def _compare_by_definition(r: torch.Tensor, c: torch.Tensor, atol, rtol, fraction: float, outlier: float) -> dict:
+    """The comparison's rules written plainly (one float64 expression each): the fast
+    implementation must give exactly this answer, field for field."""
+    import math
+
+    from arbor.sandbox.harness.kernel_checks import tolerance
+
+    a, b = tolerance(r.dtype, atol, rtol)
+    r64 = r.to(torch.complex128 if r.is_complex() else torch.float64)
+    c64 = c.to(r64.dtype)
+    same = (r64.isnan() & c64.isnan()) | r64.eq(c64)
+    diff = (c64 - r64).abs().masked_fill(same, 0.0)
+    bound = a + b * r64.abs()
+    res = {"ok": True, "code": None, "reason": None, "close_fraction": None,
+           "max_abs_err": float(diff.nan_to_num(nan=math.inf).max()),
+           "max_rel_err": float((diff / r64.abs().clamp_min(1e-12)).nan_to_num(nan=math.inf).max())}
+    finite_r = ~(r64.isnan() | r64.isinf())
+    bad = finite_r & (c64.isnan() | c64.isinf())
+    share = float((same | (diff <= bound)).double().mean())
+    far = int((~same & (diff > bound * outlier)).sum())
+    if bool(bad.any()):
+        res.update(ok=False, reason="NaN/Inf")
+    elif c.numel() > 1 and bool(finite_r.all()) and not bool(c64.ne(0).any()) and bool(r64.ne(0).any()):
+        res.update(ok=False, reason="all zeros")
+    elif c.numel() > 1 and bool(finite_r.all()) and bool(c64.eq(c64.flatten()[0]).all()) \
+            and not bool(r64.eq(r64.flatten()[0]).all()):
+        res.update(ok=False, reason="constant")
+    else:
+        res["close_fraction"] = share
+        if share < fraction:
+            res.update(ok=False, reason="share")
+        elif far:
+            res.update(ok=False, reason="far")
+    for k in ("max_abs_err", "max_rel_err"):
+        res[k] = res[k] if math.isfinite(res[k]) else None
+    return res
+
+
+def test_the_fast_comparison_gives_the_definitions_answer_exactly():
+    import random
+
+    rng = random.Random(0)
+    for k in range(600):
+        g = torch.Generator().manual_seed(k)
+        n = rng.choice([1, 2, 7, 100, 1000])
+        r = torch.randn(n, generator=g)
+        c = r + torch.randn(n, generator=g) * rng.choice([0, 1e-7, 1e-5, 1e-3, 1e-1, 1])
+        kind = rng.choice(["noise", "nan", "inf", "zero", "const", "same", "few", "negzero", "huge"])
+        idx = torch.randint(0, n, (max(1, n // 10),), generator=g)
+        if kind in ("nan", "inf"):
+            c[idx] = float(kind)
+            if rng.random() < 0.5:
+                r[idx] = float(kind) if rng.random() < 0.7 else -float(kind)
+        elif kind == "zero":
+            c = torch.zeros(n)
+        elif kind == "const":
+            c = torch.full((n,), 0.5)
+        elif kind == "same":
+            c = r.clone()
+        elif kind == "few":
+            c = r.clone()
+            c[: max(1, n // 200)] += 1
+        elif kind == "negzero":
+            r, c = torch.zeros(n), -torch.zeros(n)
+        elif kind == "huge":
+            r, c = r * 1e30, c * 1e30
+        dtype = rng.choice([torch.float32, torch.float16, torch.bfloat16, torch.float64, torch.complex64])
+        r, c = r.to(dtype), c.to(dtype)
+        atol, rtol = rng.choice([None, 0.0, 1e-3]), rng.choice([None, 0.0, 1e-2])
+        fraction, outlier = rng.choice([1.0, 0.99, 0.5]), rng.choice([10.0, 1.0])
+        got = compare(r, c, atol, rtol, fraction, outlier)
+        want = _compare_by_definition(r, c, atol, rtol, fraction, outlier)
+        what = f"case {k} ({kind}, {dtype})"
+        assert got["ok"] == want["ok"], (what, got, want)
+        assert (got["max_abs_err"], got["max_rel_err"]) == (want["max_abs_err"], want["max_rel_err"]), (what, got, want)
+        if want["reason"] not in ("NaN/Inf", "all zeros", "constant"):
+            assert got["close_fraction"] == want["close_fraction"], (what, got, want)
+        if not want["ok"]:
+            phrase = {"share": "of elements within", "far": "off by more than", "all zeros": "all zeros",
+                      "constant": "constant, the reference"}.get(want["reason"], "NaN/Inf values")
+            assert phrase in got["reason"], (what, got, want)
