@@ -76,7 +76,7 @@ def test_dry_run_exercises_the_suite_and_the_triton_moves_on_cpu(tmp_path: Path)
     res = _run("--levels", "1", "--ids", "1", "--out", str(out), "--json", str(result),
                env={"PYTHON": sys.executable, "ARBOR_GPU_SUITE_DRY": "1", "ARBOR_WHEELHOUSE": ""}, timeout=600)
     assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
-    assert "| l1_01_softmax | 1 | 0.03125 |" in res.stdout and "vs best-of" in res.stdout
+    assert "| l1_01_softmax | 1 | fp32 | 0.03125 |" in res.stdout and "vs best-of" in res.stdout
     data = json.loads(result.read_text())
     assert data["dry_run"] and data["device"] == "cpu" and data["machine"]["load_avg_at_start"]
     assert [r["key"] for r in data["rows"]] == ["l1_01_softmax"] and "error" not in data["rows"][0]
