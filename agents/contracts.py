@@ -66,6 +66,7 @@ class Option:
     why: str = ""  # why the move is offered here (the serving specialist's symptom condition)
     expected_log: float | None = None  # predicted log-speedup if it is accepted
     knowledge: dict | None = None  # the warm-start prior behind ``prior``, when one applied
+    trace: dict | None = None  # how ``prior`` was made, factor by factor (``PriorTrace.to_json``)
 
 
 @dataclass(frozen=True)

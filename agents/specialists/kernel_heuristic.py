@@ -7,7 +7,7 @@ the bottleneck profile — a move that cannot touch the ops that take the time r
 
 from __future__ import annotations
 
-from arbor.agents.priors import OutcomeIndex
+from arbor.agents.priors import OutcomeIndex, PriorTrace
 from arbor.agents.profile_aim import aim_factor
 from arbor.agents.skills import MoveSpec
 from arbor.search_tree.records import NodeRecord
@@ -26,5 +26,9 @@ class HeuristicKernelSpecialist(HeuristicSpecialist):
         """Aim at the profiled bottleneck: moves that cannot touch the dominant ops rank low."""
         self.profile = profile
 
-    def prior(self, move: MoveSpec, parent: NodeRecord, tried: set[str], outcomes: OutcomeIndex) -> float:
-        return super().prior(move, parent, tried, outcomes) * aim_factor(move, self.profile)
+    def prior_trace(self, move: MoveSpec, parent: NodeRecord, tried: set[str],
+                    outcomes: OutcomeIndex) -> PriorTrace | None:
+        t = super().prior_trace(move, parent, tried, outcomes)
+        if t is not None and t.value > 0:
+            t.scale("cannot touch the profiled bottleneck", aim_factor(move, self.profile))
+        return t

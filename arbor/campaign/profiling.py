@@ -14,17 +14,19 @@ from arbor.sandbox.profiling import format_profile, run_profile
 from .context import Context
 
 
-def _peak(ctx: Context, fingerprint: dict | None) -> dict | None:
-    """The device's peaks for the campaign's threads (the cached CPU peak is for all cores)."""
+def _peak(ctx: Context, stats: dict | None, fingerprint: dict | None) -> dict | None:
+    """The rates the campaign runs at, as its measurement read them (``sol_peak``): on CPU measured
+    at the campaign's thread count (the cache when the measurement predates them), on a GPU the
+    board's measured rates, else its datasheet row."""
     t = ctx.spec.target
+    sol = (stats or {}).get("sol_peak")
     if t.device.startswith("cuda"):
+        if sol and sol.get("bytes_per_s"):
+            return sol
         p = gpu_peak((fingerprint or {}).get("gpu_name") or (fingerprint or {}).get("device_name"))
-        return {"flops_per_s": p.flops_for(t.dtype), "bytes_per_s": p.bytes_per_s, "source": p.name} if p else None
-    peak = cached_cpu_peak()
-    if peak and t.num_threads and peak.get("threads"):
-        frac = min(1.0, t.num_threads / float(peak["threads"]))
-        peak = {**peak, "flops_per_s": peak["flops_per_s"] * frac, "threads": t.num_threads}
-    return peak
+        return {"flops_per_s": p.flops_for(t.dtype), "bytes_per_s": p.bytes_per_s,
+                "source": f"datasheet {p.name}"} if p else None
+    return sol or cached_cpu_peak(t.num_threads)
 
 
 def hand_to_agents(ctx: Context, profile: dict) -> None:
@@ -46,10 +48,14 @@ def record_profile(ctx: Context, node, why: str) -> dict | None:  # type: ignore
     try:
         source = ctx.store.get_artifact(node.artifact_sha)
         ms = [m for m in ctx.store.measurements(node.id) if m.status == "ok"]
-        profile = run_profile(ctx.runner, ctx.target.request(source), _peak(ctx, ms[-1].fingerprint if ms else None))
+        last = ms[-1] if ms else None
+        profile = run_profile(ctx.runner, ctx.target.request(source),
+                              _peak(ctx, last.stats if last else None, last.fingerprint if last else None))
     except Exception as exc:  # noqa: BLE001 - advice only
         profile = {"error": f"{type(exc).__name__}: {exc}"[:300]}
     ctx.store.append_event(ctx.cid, "profile", {"why": why, **profile}, node_id=node.id, agent="profiler")
+    for bug in profile.get("anomalies") or []:  # impossible readings are reported, never shown as numbers
+        ctx.report("sandbox_info", {"text": f"profile of node {node.id}: BUG: {bug}"})
     hand_to_agents(ctx, profile)
     return profile
 

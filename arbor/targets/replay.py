@@ -45,7 +45,10 @@ def knob_moves(landscape: Landscape, mode: str) -> list[MoveSpec]:
     """The replayed move space. ``recorded`` reuses the recorded campaign's skill moves (ids,
     priors, families) as knob moves; ``neighbours`` steps ordered numeric knobs by one value and
     sets categorical ones; ``any`` sets every knob to every value. Generated moves carry no domain
-    knowledge: one prior for all, the knob as family."""
+    knowledge: one prior for all, and each move its own family — the values of one knob are
+    alternatives, not correlated arms (an interior optimum makes "up" and "down" answer opposite
+    ways), so one's measurement must not lower another's; the same move below another parent is
+    still informed by its own (docs/architecture.md#scoring)."""
     if mode == "recorded" and landscape.moves:
         out = []
         for m in landscape.moves:
@@ -62,12 +65,12 @@ def knob_moves(landscape: Landscape, mode: str) -> list[MoveSpec]:
             continue
         if mode != "any" and _numeric(k.values):
             for step, word in ((1, "up"), (-1, "down")):
-                out.append(MoveSpec(id=f"{k.name}:{word}", transform="knob_step", family=k.name,
+                out.append(MoveSpec(id=f"{k.name}:{word}", transform="knob_step", family=f"{k.name}:{word}",
                                     params={"knob": k.name, "values": list(k.values), "step": step},
                                     prior=DEFAULT_PRIOR, description=f"{k.name} one value {word}"))
         else:
             for v in k.values:
-                out.append(MoveSpec(id=f"{k.name}:{_label(v)}", transform="knob_set", family=k.name,
+                out.append(MoveSpec(id=f"{k.name}:{_label(v)}", transform="knob_set", family=f"{k.name}:{_label(v)}",
                                     params={"knob": k.name, "value": v}, prior=DEFAULT_PRIOR,
                                     description=f"set {k.name} to {v!r}"))
     return out

@@ -8,7 +8,9 @@ modules inside, so the GPU code can change shape without touching them:
   ``ClockError``, ``decode_throttle``, ``owner_alive`` (is a recorded lock's owner still running);
 * device identity — ``device_uuid`` (the physical GPU a job's ``CUDA_VISIBLE_DEVICES`` names) and
   ``check_identity`` (the harness saw the GPU the runner pinned);
-* peaks — ``gpu_peak``, ``peak_for``, ``min_time_s``, ``cached_cpu_peak``: the speed-of-light floor.
+* peaks — ``gpu_peak``, ``peak_for`` (the Critic's floor), ``sol_rates`` and ``speed_of_light`` (the
+  campaign's position), ``bandwidth_at``, ``within_peak`` (readings capped by physics), and the
+  per-host cache of measured peaks (``cached_cpu_peak``, ``cached_gpu_peak``, ``store_*``).
 
 Inside: ``clocks`` (the guard), ``control`` (backends), ``smi`` (the command-line backends),
 ``state`` (``GpuState``, throttle bits, ``ClockError``), ``watch`` (throttle sampling under load),
@@ -19,10 +21,13 @@ from __future__ import annotations
 
 from .clocks import ClockGuard, ClockTargets, owner_alive
 from .control import GpuBackend, open_backend
-from .devices import cached_cpu_peak, gpu_peak, min_time_s, peak_for, store_cpu_peak
+from .devices import (ABOVE_PEAK_TOLERANCE, allowed_cores, bandwidth_at, cached_cpu_peak, cached_gpu_peak, flops_at,
+                      gpu_peak, min_time_s, peak_for, sol_rates, speed_of_light, store_cpu_peak, store_gpu_peak,
+                      within_peak)
 from .identity import check_identity, device_uuid
 from .state import ClockError, GpuState, decode_throttle
 
 __all__ = ["ClockGuard", "ClockTargets", "owner_alive", "GpuBackend", "open_backend", "ClockError",
            "GpuState", "decode_throttle", "check_identity", "device_uuid", "gpu_peak", "peak_for",
-           "min_time_s", "cached_cpu_peak", "store_cpu_peak"]
+           "min_time_s", "cached_cpu_peak", "store_cpu_peak", "cached_gpu_peak", "store_gpu_peak", "sol_rates",
+           "speed_of_light", "bandwidth_at", "flops_at", "within_peak", "ABOVE_PEAK_TOLERANCE", "allowed_cores"]

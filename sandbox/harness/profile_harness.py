@@ -2,8 +2,12 @@
 
 Builds ModelNew exactly as the harness does (same seed, sizes, dtype, threads, no grad), warms it
 up (compiled candidates compile here), then records a few calls with ``torch.profiler`` and writes
-``profile.json``: per operator and input shapes, the calls, self time, and FLOPs where the profiler
-derives them. Nothing here judges the candidate; it only says where the time goes.
+``profile.json``: per operator and input shapes, the calls, self time, and the bytes and FLOPs of
+its *own* work. Profiler events nest (``aten::relu`` runs inside itself an ``aten::clamp_min`` that
+does the work), so each event's bytes (tensor inputs read, allocations written: ``cost.op_bytes``)
+and FLOPs (the profiler's estimates) are split over the call tree (``cost.attribute``): a parent
+keeps only what its children do not account for, as its self time does. Nothing here judges the
+candidate; it only says where the time goes.
 """
 
 from __future__ import annotations
@@ -17,6 +21,8 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # -I drops the script's folder
 import kernel_checks as checks  # noqa: E402  (shipped next to this file)
 
+cost = None  # cost.py, loaded by path once the allocator is pinned (it imports torch)
+
 
 def _load(name: str, path: str):  # type: ignore[no-untyped-def]
     spec = importlib.util.spec_from_file_location(name, path)
@@ -26,9 +32,64 @@ def _load(name: str, path: str):  # type: ignore[no-untyped-def]
     return mod
 
 
+_RUNTIME = ("cuda", "cu", "hip", "nccl")  # driver/runtime calls: their device time belongs to the op that made them
+
+
+def _is_op(e, cuda: bool) -> bool:  # type: ignore[no-untyped-def]
+    """An operator event of the host-side call tree: not a device kernel record, not an async or
+    ``[memory]`` record, and on a GPU not a runtime call (``cudaLaunchKernel``), whose kernels'
+    time is its caller's."""
+    if e.name.startswith("[") or getattr(e, "is_async", False) or not str(e.device_type).endswith("CPU"):
+        return False
+    return not (cuda and "::" not in e.name and e.name.startswith(_RUNTIME))
+
+
+def aggregate(events: list, cuda: bool, iters: int, default_size: int = 4) -> list[dict]:
+    """Per (operator, input shapes): calls and self time per model call, and the self bytes and
+    FLOPs (``cost.attribute``) per model call; ``footprint`` is the largest working set one call of
+    it touched (inclusive), which picks the bandwidth it is read against. On a GPU an op's self time
+    is the device time of the kernels it launched itself (its inclusive device time less its op
+    children's)."""
+    events = [e for e in events if _is_op(e, cuda)]
+    pos = {id(e): i for i, e in enumerate(events)}
+    own = []
+    for e in events:
+        alloc = (max(0, int(getattr(e, "cpu_memory_usage", 0) or 0))
+                 + max(0, int(getattr(e, "device_memory_usage", 0) or 0)))
+        b = cost.op_bytes(e.name, e.input_shapes, getattr(e, "input_dtypes", None), alloc, default_size)
+        own.append((float(b), float(e.flops or 0)))
+    kids = [[pos[id(c)] for c in e.cpu_children if id(c) in pos] for e in events]
+    mine = cost.attribute(own, kids)
+    groups: dict = {}
+    for i, e in enumerate(events):
+        if cuda:
+            self_us = e.device_time_total - sum(events[c].device_time_total for c in kids[i])
+        else:
+            self_us = e.self_cpu_time_total
+        shapes = [list(s) for s in (e.input_shapes or []) if isinstance(s, (list, tuple))][:4]
+        g = groups.setdefault((e.name, json.dumps(shapes)), {"name": e.name, "shapes": shapes, "count": 0,
+                                                              "self_us": 0.0, "bytes": 0.0, "flops": 0.0,
+                                                              "footprint": 0.0})
+        g["count"] += 1
+        g["self_us"] += max(0.0, float(self_us or 0))
+        g["bytes"] += mine[i][0]
+        g["flops"] += mine[i][1]
+        g["footprint"] = max(g["footprint"], own[i][0])
+    ops = []
+    for g in groups.values():
+        if g["self_us"] <= 0:
+            continue
+        ops.append({"name": g["name"], "calls": g["count"] // iters or 1, "self_us": g["self_us"] / iters,
+                    "shapes": g["shapes"], "flops": g["flops"] / iters or None,
+                    "bytes": g["bytes"] / iters or None, "footprint": g["footprint"] or None})
+    return ops
+
+
 def main(request_path: str) -> None:
     _load("arbor_harness_allocator", os.path.join(os.path.dirname(os.path.abspath(__file__)), "allocator.py")).pin()
     import torch  # after pinning the allocator: profiles see the costs the harness times
+    global cost
+    cost = _load("arbor_harness_cost", os.path.join(os.path.dirname(os.path.abspath(__file__)), "cost.py"))
     from torch.profiler import ProfilerActivity, profile
 
     req = json.loads(open(request_path).read())
@@ -59,18 +120,12 @@ def main(request_path: str) -> None:
         one = time.perf_counter() - t0
         iters = max(1, min(int(req.get("iters", 10)), int(float(req.get("budget_s", 1.0)) / max(one, 1e-6))))
         acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
-        with profile(activities=acts, record_shapes=True, with_flops=True) as prof:
+        with profile(activities=acts, record_shapes=True, with_flops=True, profile_memory=True) as prof:
             for _ in range(iters):
                 model(*xs)
             sync()
-    ops = []
-    for e in prof.key_averages(group_by_input_shape=True):
-        self_us = (e.self_device_time_total if cuda else e.self_cpu_time_total) or 0
-        if self_us <= 0:
-            continue
-        ops.append({"name": e.key, "calls": int(e.count) // iters or 1, "self_us": self_us / iters,
-                    "shapes": [list(s) for s in (e.input_shapes or []) if isinstance(s, (list, tuple))][:4],
-                    "flops": (e.flops or 0) / iters or None})
+    size = torch.empty(0, dtype=dtype).element_size() if dtype is not None else 4
+    ops = aggregate(list(prof.events()), cuda, iters, size)
     ops.sort(key=lambda o: -o["self_us"])
     out = {"iters": iters, "call_ms": one * 1e3, "device": str(device), "ops": ops[:40],
            "nonce": req.get("nonce")}
