@@ -150,6 +150,11 @@ class Orchestrator(ABC):
                step: int) -> Selection | None:
         """The next node to expand, or None when nothing is left to expand."""
 
+    def follow(self, index: TreeIndex) -> None:
+        """Called once with the campaign's tree index before it loads any node, so that an
+        orchestrator that learns from outcomes sees every finished node — those of an earlier run
+        of a resumed campaign and the baseline included. Default: nothing to learn."""
+
     def priors_may_rise(self, factor: float) -> None:
         """Something outside the tree's outcomes (a new bottleneck profile) may have raised
         priors by up to ``factor``: an orchestrator that bounds priors must widen its bounds."""

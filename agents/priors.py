@@ -18,7 +18,7 @@ factor, so ``arbor show`` can say where a node's prior came from.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Callable
 
 import numpy as np
@@ -53,7 +53,7 @@ class FamilyModel:
 
     mean: float = 0.0  # log-speedup a move is expected to have before anything is measured
     family_sd: float = 0.25
-    context_sd: float = 0.15
+    context_sd: float = 0.08
     member_sd: float = 0.05
     noise_sd: float = 0.03
     win_log: float = math.log(1.02)  # what a move must gain over its parent to count as a win
@@ -80,7 +80,7 @@ class FamilyModel:
 DEFAULT_MODEL = FamilyModel()
 # Below this chance of a win (given its family's measurements), a move is not offered below that
 # parent: Softmax's four compile variants after compile-default measured 0.763x sit at ~0.001.
-MIN_P_WIN = 0.02
+MIN_P_WIN = 0.03
 
 
 @dataclass(frozen=True)
@@ -91,15 +91,26 @@ class Observation:
     log_gain: float  # log(node's speedup / its parent's)
 
 
+# A family's own spreads, picked by marginal likelihood from its measurements, with a prior that
+# favours alike members: one measurement keeps the defaults (Softmax's compile variants pool
+# fully), while a family whose members measure far apart (compile-default 0.88x, compile-freezing
+# 1.3x) learns that it is heterogeneous, so one member's win no longer lifts a sibling whose own
+# measurements say otherwise. (spread, log prior weight)
+MEMBER_GRID = ((0.05, 0.0), (0.15, -1.5), (0.35, -3.0))
+CONTEXT_GRID = ((0.08, 0.0), (0.2, -1.5))
+FIT_WINDOW = 32
+
+
 @dataclass
 class FamilyPosterior:
     """One family's measured members, and what they say about a member below a parent."""
 
-    model: FamilyModel = DEFAULT_MODEL
+    base: FamilyModel = DEFAULT_MODEL
     obs: list[Observation] = field(default_factory=list)
     _by_parent: dict[int, list[int]] = field(default_factory=dict)
     _by_move: dict[str, list[int]] = field(default_factory=dict)
     _cache: dict[tuple[str, int], tuple[float, float]] = field(default_factory=dict)
+    _fitted: FamilyModel | None = None
 
     def add(self, o: Observation) -> None:
         i = len(self.obs)
@@ -107,11 +118,38 @@ class FamilyPosterior:
         self._by_parent.setdefault(o.parent, []).append(i)
         self._by_move.setdefault(o.move, []).append(i)
         self._cache.clear()
+        self._fitted = None
+
+    @property
+    def model(self) -> FamilyModel:
+        """The base model with this family's member and context spreads (``MEMBER_GRID``,
+        ``CONTEXT_GRID``), refitted when a measurement arrives."""
+        if self._fitted is None:
+            self._fitted = self._fit()
+        return self._fitted
+
+    def _fit(self) -> FamilyModel:
+        pts = self.obs[-FIT_WINDOW:]
+        if len(pts) < 2:
+            return self.base
+        pairs = [(o.move, o.parent) for o in pts]
+        y = np.array([o.log_gain for o in pts]) - self.base.mean
+        best, best_score = self.base, -math.inf
+        for member_sd, lp_m in MEMBER_GRID:
+            for context_sd, lp_c in CONTEXT_GRID:
+                m = replace(self.base, member_sd=member_sd, context_sd=context_sd)
+                cov = np.array([[m.cov(a, b) for b in pairs] for a in pairs]) + m.noise_sd ** 2 * np.eye(len(pts))
+                chol = np.linalg.cholesky(cov)
+                z = np.linalg.solve(chol, y)
+                score = -0.5 * float(z @ z) - float(np.log(np.diag(chol)).sum()) + lp_m + lp_c
+                if score > best_score:
+                    best, best_score = m, score
+        return best
 
     def _relevant(self, move: str, parent: int) -> list[int]:
         """A bounded set: the family's measurements below this parent, the member's own, and the
         latest others — so a prediction costs the same in a tree of 10 nodes or 10^5."""
-        w = self.model.window
+        w = self.base.window
         idx = set(self._by_parent.get(parent, [])[-w:]) | set(self._by_move.get(move, [])[-w:])
         idx |= set(range(max(0, len(self.obs) - w), len(self.obs)))
         return sorted(idx)
@@ -139,8 +177,9 @@ class FamilyPosterior:
         return self.model.p_win(*self.predict(move, parent))
 
     def factor(self, move: str, parent: int) -> float:
-        """How the measurements changed the move's chance of a win: P(win | family) / P(win)."""
-        return self.p_win(move, parent) / self.model.p_win_prior
+        """How the measurements changed the move's chance of a win: P(win | family) / P(win) —
+        against the base model's P(win), which is what a skill's prior was set against."""
+        return self.p_win(move, parent) / self.base.p_win_prior
 
 
 @dataclass
@@ -197,6 +236,9 @@ class OutcomeIndex:
     # Calibration of P(accept) per family, from this campaign's finished nodes: a family whose
     # priors predicted badly is shrunk toward its observed acceptance rate.
     calibration: dict[str, Tally] = field(default_factory=dict)
+    # moves ruled out below some parent by their family's posterior (move -> why): the "exhausted"
+    # stop says so
+    ruled_out: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def build(cls, nodes: list[NodeRecord]) -> "OutcomeIndex":
@@ -316,6 +358,7 @@ class OutcomeIndex:
                                       "speedup_over_parent": round(math.exp(o.log_gain), 4)} for o in measured]}
             shown = ", ".join(f"{o.move} {math.exp(o.log_gain):.3f}x" for o in measured[:2])
             if p_win < MIN_P_WIN:
+                self.ruled_out[move_id] = f"family {name} measured {shown}"
                 t.scale(f"ruled out by family {name} (P(win) {p_win:.3f} < {MIN_P_WIN}; measured {shown})", 0.0)
             else:
                 t.scale(f"family {name}'s posterior (P(win) {p_win:.2f}; measured {shown})", fam.factor(move_id, parent_id))

@@ -52,6 +52,9 @@ class Context:
     def __post_init__(self) -> None:
         if self.index is None:
             self.index = TreeIndex(self.campaign.id)
+            # before the index loads anything: outcome priors see every finished node (a resumed
+            # campaign's earlier ones, the baseline), so a resume replays them exactly
+            self.orchestrator.follow(self.index)
     _sources: dict[str, str] = field(default_factory=dict)
     _evaluations: int | None = None  # candidates measured so far (the budget's count), kept as we go
     _clock: threading.Lock = field(default_factory=threading.Lock)  # loop and heartbeat both flush

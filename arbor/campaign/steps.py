@@ -69,7 +69,7 @@ def select(ctx: Context, state: LoopState) -> LoopState:
         if sel is None and flying:  # free workers: bet on a node still being measured
             sel = ctx.parallel.select_in_flight(state.get("step", 0))
         if sel is None:
-            reason = "exhausted: no untried move left on any accepted node"
+            reason = "exhausted: no untried move left on any accepted node" + _ruled_out(ctx)
             if flying:  # what is in flight may open new moves when it is accepted
                 verify_ahead(ctx)
                 return {"parent_id": None, "node_ids": [], "stop_reason": None}
@@ -79,6 +79,17 @@ def select(ctx: Context, state: LoopState) -> LoopState:
             ctx.selection = sel  # handed to propose within this process only
             return {"parent_id": sel.parent.id, "node_ids": [], "stop_reason": None}
     return {"parent_id": None, "node_ids": [], "stop_reason": reason}
+
+
+def _ruled_out(ctx: Context) -> str:
+    """What the exhausted stop adds when family posteriors ruled moves out (agents/priors.py)."""
+    outcomes = ctx.orchestrator.outcome_index()
+    gone = dict(getattr(outcomes, "ruled_out", None) or {})
+    if not gone:
+        return ""
+    why = sorted(set(gone.values()))
+    return (f" ({len(gone)} more ruled out by what their family measured: {', '.join(sorted(gone))} — "
+            f"{'; '.join(why[:3])}; `arbor show` on a node gives its family's posterior)")
 
 
 # --- propose ---------------------------------------------------------------------------
