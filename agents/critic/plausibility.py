@@ -31,7 +31,7 @@ def _hack(reason: str) -> GateOutcome:
 def speed_of_light(ev: Evidence, flops: bool = False) -> tuple[float, str] | None:
     """(minimum seconds per call, how it was derived) or None where cost or peak is unknown."""
     c = ev.facts.get("cost") or {}
-    peak = peak_for(ev.fingerprint, c.get("dtype"), ev.facts.get("peak"), c.get("bytes"))
+    peak = peak_for(ev.fingerprint, c.get("dtype"), ev.facts.get("peak"), c.get("bytes"), ev.facts.get("sol_peak"))
     if not peak or not c.get("bytes"):
         return None
     n_flops = c.get("flops") if flops else None

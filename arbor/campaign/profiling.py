@@ -8,7 +8,7 @@ advice: any failure is stored as ``{"error": ...}`` and the campaign goes on.
 from __future__ import annotations
 
 from arbor.agents.profile_aim import OFF_TARGET
-from arbor.sandbox.gpu import cached_cpu_peak, gpu_peak
+from arbor.sandbox.gpu import cached_cpu_peak, gpu_peak, merge_peaks
 from arbor.sandbox.profiling import format_profile, run_profile
 
 from .context import Context
@@ -26,7 +26,8 @@ def _peak(ctx: Context, stats: dict | None, fingerprint: dict | None) -> dict | 
         p = gpu_peak((fingerprint or {}).get("gpu_name") or (fingerprint or {}).get("device_name"))
         return {"flops_per_s": p.flops_for(t.dtype), "bytes_per_s": p.bytes_per_s,
                 "source": f"datasheet {p.name}"} if p else None
-    return sol or cached_cpu_peak(t.num_threads)
+    cached = cached_cpu_peak(t.num_threads)  # merged by maximum: a busier run's peak never wins
+    return merge_peaks(sol, cached) if sol and cached and sol.get("bandwidth") else (sol or cached)
 
 
 def hand_to_agents(ctx: Context, profile: dict) -> None:
@@ -49,8 +50,10 @@ def record_profile(ctx: Context, node, why: str) -> dict | None:  # type: ignore
         source = ctx.store.get_artifact(node.artifact_sha)
         ms = [m for m in ctx.store.measurements(node.id) if m.status == "ok"]
         last = ms[-1] if ms else None
+        times = sorted(last.candidate_samples) if last and last.candidate_samples else []
         profile = run_profile(ctx.runner, ctx.target.request(source),
-                              _peak(ctx, last.stats if last else None, last.fingerprint if last else None))
+                              _peak(ctx, last.stats if last else None, last.fingerprint if last else None),
+                              times[len(times) // 2] if times else None)
     except Exception as exc:  # noqa: BLE001 - advice only
         profile = {"error": f"{type(exc).__name__}: {exc}"[:300]}
     ctx.store.append_event(ctx.cid, "profile", {"why": why, **profile}, node_id=node.id, agent="profiler")

@@ -215,7 +215,7 @@ def summarize(store: Store, name: str, write_best_to: Path | None = None) -> Sum
     if kind.reports_times and root is not None:
         from .speed_of_light import reference_position
 
-        pos = reference_position(store, root.id)
+        pos = reference_position(store, root.id, best.id if best is not None else None)
         sol = pos.line(baseline_s, best_s) if pos is not None else None
     return Summary(
         campaign=name, status=camp.status, stop_reason=camp.stop_reason, baseline_s=baseline_s,

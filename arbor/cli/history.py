@@ -99,7 +99,7 @@ def _speed_of_light(store: Store, node: NodeRecord) -> dict | None:
     from arbor.campaign.speed_of_light import node_seconds, reference_position
 
     camp = store.get_campaign(campaign_id=node.campaign_id)
-    pos = reference_position(store, camp.root_node_id)
+    pos = reference_position(store, camp.root_node_id, node.id)
     if pos is None:
         return None
     t = node_seconds(store, node.id)

@@ -22,12 +22,13 @@ from __future__ import annotations
 from .clocks import ClockGuard, ClockTargets, owner_alive
 from .control import GpuBackend, open_backend
 from .devices import (ABOVE_PEAK_TOLERANCE, allowed_cores, bandwidth_at, cached_cpu_peak, cached_gpu_peak, flops_at,
-                      gpu_peak, min_time_s, peak_for, sol_rates, speed_of_light, store_cpu_peak, store_gpu_peak,
-                      within_peak)
+                      gpu_peak, mark_cpu_peak_stale, merge_peaks, min_time_s, peak_for, sol_rates, speed_of_light,
+                      store_cpu_peak, store_gpu_peak, within_peak)
 from .identity import check_identity, device_uuid
 from .state import ClockError, GpuState, decode_throttle
 
 __all__ = ["ClockGuard", "ClockTargets", "owner_alive", "GpuBackend", "open_backend", "ClockError",
            "GpuState", "decode_throttle", "check_identity", "device_uuid", "gpu_peak", "peak_for",
            "min_time_s", "cached_cpu_peak", "store_cpu_peak", "cached_gpu_peak", "store_gpu_peak", "sol_rates",
-           "speed_of_light", "bandwidth_at", "flops_at", "within_peak", "ABOVE_PEAK_TOLERANCE", "allowed_cores"]
+           "speed_of_light", "bandwidth_at", "flops_at", "within_peak", "ABOVE_PEAK_TOLERANCE", "allowed_cores",
+           "merge_peaks", "mark_cpu_peak_stale"]

@@ -28,7 +28,8 @@ from pathlib import Path
 
 __all__ = ["DevicePeak", "GPU_PEAKS", "gpu_peak", "peak_for", "sol_rates", "bandwidth_at", "flops_at",
            "min_time_s", "speed_of_light", "within_peak", "ABOVE_PEAK_TOLERANCE", "cpu_key", "gpu_key",
-           "cached_cpu_peak", "store_cpu_peak", "cached_gpu_peak", "store_gpu_peak", "allowed_cores"]
+           "cached_cpu_peak", "store_cpu_peak", "cached_gpu_peak", "store_gpu_peak", "allowed_cores",
+           "merge_peaks", "mark_cpu_peak_stale"]
 
 _TB = 1e12
 
@@ -100,12 +101,16 @@ def gpu_peak(name: str | None) -> DevicePeak | None:
 
 
 def peak_for(fingerprint: dict, dtype: str | None, measured: dict | None,
-             nbytes: float | None = None) -> dict | None:
+             nbytes: float | None = None, also: dict | None = None) -> dict | None:
     """{"flops_per_s", "bytes_per_s", "source"} for the Critic's floor, or None when unknown: a
     GPU's datasheet row (no honest kernel beats it), a CPU's rates measured on every core the
     sandbox allows, the bandwidth at the working set ``nbytes`` (a problem larger than the caches
     streams at DRAM speed) and the fastest FLOP rate of any dtype (lenient: the FLOP floor is
-    opt-in)."""
+    opt-in). ``also``: another measured CPU peak (the campaign threads', timed on CPU time, which
+    load does not depress) merged in by maximum, so a floor never gets stricter because the
+    every-core benchmark ran on a busy machine."""
+    if measured and also and not str(fingerprint.get("device") or "cpu").startswith("cuda"):
+        measured = merge_peaks(measured, also)
     device = str(fingerprint.get("device") or "cpu")
     if device.startswith("cuda"):
         p = gpu_peak(fingerprint.get("gpu_name") or fingerprint.get("device_name"))
@@ -274,7 +279,7 @@ def _load() -> dict:
 
 
 def _fresh(entry) -> dict | None:  # type: ignore[no-untyped-def]
-    if not isinstance(entry, dict) or time.time() - float(entry.get("at", 0)) > _TTL_S:
+    if not isinstance(entry, dict) or entry.get("stale") or time.time() - float(entry.get("at", 0)) > _TTL_S:
         return None
     return {k: v for k, v in entry.items() if k != "at"} | {"source": "cached"}
 
@@ -288,10 +293,19 @@ def cached_gpu_peak(key: str | None = None) -> dict | None:
     return _fresh(_load().get(key or gpu_key()))
 
 
+def merge_peaks(a: dict, b: dict) -> dict:
+    """Two measured peaks of one machine as one, point by point by maximum."""
+    out = _merge(a, b)
+    out.pop("at", None)
+    out["source"] = a.get("source") or b.get("source")
+    out["threads"] = max(int(a.get("threads") or 0), int(b.get("threads") or 0)) or None
+    return out
+
+
 def _merge(old: dict, new: dict) -> dict:
     """By maximum, point by point: a measurement disturbed by load only ever makes the peak more
     lenient (a floor that never flags an honest candidate, a profile that never reads above 100%)."""
-    out = {k: v for k, v in new.items() if k not in ("source",)}
+    out = {k: v for k, v in new.items() if k not in ("source", "stale")}
     for k in ("flops_per_s", "bytes_per_s"):
         out[k] = max(float(new.get(k) or 0), float(old.get(k) or 0))
     flops = dict(old.get("flops") or {})
@@ -314,6 +328,10 @@ def _store(key: str, peak: dict, same) -> None:  # type: ignore[no-untyped-def]
     data = _load()
     old = data.get(key) if isinstance(data.get(key), dict) else {}
     data[key] = _merge(old if old and same(old) else {}, peak)
+    _write(data)
+
+
+def _write(data: dict) -> None:
     path = _cache_path()
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -322,6 +340,16 @@ def _store(key: str, peak: dict, same) -> None:  # type: ignore[no-untyped-def]
         os.replace(tmp, path)
     except OSError:
         pass
+
+
+def mark_cpu_peak_stale(threads: int | None, key: str | None = None) -> None:
+    """A measurement's reference ran faster than the cached peak at its working set: the peak was
+    measured on a busy machine. The next job measures it again (merged by maximum)."""
+    data = _load()
+    k = key or cpu_key(threads)
+    if isinstance(data.get(k), dict):
+        data[k]["stale"] = True
+        _write(data)
 
 
 def store_cpu_peak(peak: dict, key: str | None = None) -> None:

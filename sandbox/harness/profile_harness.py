@@ -12,6 +12,7 @@ candidate; it only says where the time goes.
 
 from __future__ import annotations
 
+import collections
 import importlib.util
 import json
 import os
@@ -110,24 +111,39 @@ def main(request_path: str) -> None:
           else (x.to(device) if isinstance(x, torch.Tensor) else x) for x in problem.get_inputs()]
     cuda = device.type == "cuda"
     sync = torch.cuda.synchronize if cuda else (lambda: None)
+    # The last outputs stay alive across calls, as the measurement harness's do (spot checks, its
+    # input pool): a freed output at the top of the heap goes back to the kernel and faults in
+    # again on the next call (a 69 MB ReLU: 35 ms of page faults, 7 ms without), which the
+    # measured steady state does not pay.
+    keep: collections.deque = collections.deque(maxlen=2)
     with torch.no_grad():
-        for _ in range(2):
-            model(*xs)
+        for _ in range(3):
+            keep.append(model(*xs))
         sync()
         t0 = time.perf_counter()
-        model(*xs)
+        keep.append(model(*xs))
         sync()
         one = time.perf_counter() - t0
         iters = max(1, min(int(req.get("iters", 10)), int(float(req.get("budget_s", 1.0)) / max(one, 1e-6))))
         acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+        wall0, cpu0 = time.perf_counter(), time.thread_time()
         with profile(activities=acts, record_shapes=True, with_flops=True, profile_memory=True) as prof:
             for _ in range(iters):
-                model(*xs)
+                keep.append(model(*xs))
             sync()
+        wall, cpu = time.perf_counter() - wall0, time.thread_time() - cpu0
     size = torch.empty(0, dtype=dtype).element_size() if dtype is not None else 4
     ops = aggregate(list(prof.events()), cuda, iters, size)
+    # One-thread CPU work is timed on the thread's CPU time by the measurement harness; the
+    # profiler's clock is the wall, which other processes' load stretches. Self times are scaled by
+    # the thread's CPU/wall ratio over the profiled calls (preemption falls on ops in proportion to
+    # their time), so an op's rate is read on the clock its measurement was.
+    scale = min(1.0, cpu / wall) if not cuda and torch.get_num_threads() == 1 and wall > 0 else 1.0
+    for o in ops:
+        o["self_us"] *= scale
     ops.sort(key=lambda o: -o["self_us"])
-    out = {"iters": iters, "call_ms": one * 1e3, "device": str(device), "ops": ops[:40],
+    out = {"iters": iters, "call_ms": one * 1e3 * scale, "device": str(device), "ops": ops[:40],
+           "clock": "thread CPU time" if scale < 1.0 else "wall", "wall_to_cpu": round(scale, 4),
            "nonce": req.get("nonce")}
     with open("profile.json", "w") as f:
         json.dump(out, f)
