@@ -21,10 +21,10 @@ def pytest_collection_modifyitems(config, items):
         pass
     # docker tests start a private dockerd through the docker_engine fixture where one can run
     have_docker = engine_possible()
-    for item in items:
-        if "gpu" in item.keywords and not have_gpu:
+    for item in items:  # markers, not keywords: every test under tests/sandbox/gpu/ has the keyword "gpu"
+        if item.get_closest_marker("gpu") is not None and not have_gpu:
             item.add_marker(pytest.mark.skip(reason="needs a CUDA GPU (torch.cuda.is_available() is False)"))
-        if "docker" in item.keywords and not have_docker:
+        if item.get_closest_marker("docker") is not None and not have_docker:
             item.add_marker(pytest.mark.skip(reason="needs a Docker engine (or root + dockerd to start one)"))
 
 

@@ -23,7 +23,7 @@ from arbor.sandbox.gpu.identity import check_identity, device_uuid
 from arbor.sandbox.runner import Job, JobResult
 from tests.sandbox.fakes import h100_sxm, mi300x
 
-HARNESS = Path(__file__).resolve().parents[2] / "sandbox" / "harness"
+HARNESS = Path(__file__).resolve().parents[3] / "sandbox" / "harness"
 
 
 def _guard(m, mode="lock", device="cuda:0", targets=None, backend=NvmlBackend, **kw) -> ClockGuard:
