@@ -63,9 +63,10 @@ class FamilyModel:
     def prior_var(self) -> float:
         return self.family_sd ** 2 + self.context_sd ** 2 + self.member_sd ** 2
 
-    def cov(self, a: tuple[str, int], b: tuple[str, int]) -> float:
-        return (self.family_sd ** 2 + (self.context_sd ** 2 if a[1] == b[1] else 0.0)
-                + (self.member_sd ** 2 if a[0] == b[0] else 0.0))
+    def cov(self, moves_a: np.ndarray, parents_a: np.ndarray, moves_b: np.ndarray, parents_b: np.ndarray) -> np.ndarray:
+        """The covariance matrix between (member, parent) pairs (members and parents as int codes)."""
+        return (self.family_sd ** 2 + self.context_sd ** 2 * (parents_a[:, None] == parents_b[None, :])
+                + self.member_sd ** 2 * (moves_a[:, None] == moves_b[None, :]))
 
     def p_win(self, mean: float, var: float) -> float:
         """P(the measured log-speedup of a move clears ``win_log``)."""
@@ -110,6 +111,7 @@ class FamilyPosterior:
     _by_parent: dict[int, list[int]] = field(default_factory=dict)
     _by_move: dict[str, list[int]] = field(default_factory=dict)
     _cache: dict[tuple[str, int], tuple[float, float]] = field(default_factory=dict)
+    _codes: dict[str, int] = field(default_factory=dict)
     _fitted: FamilyModel | None = None
 
     def add(self, o: Observation) -> None:
@@ -128,17 +130,23 @@ class FamilyPosterior:
             self._fitted = self._fit()
         return self._fitted
 
+    def _code(self, move: str) -> int:
+        return self._codes.setdefault(move, len(self._codes))
+
+    def _arrays(self, pts: list[Observation]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        return (np.array([self._code(o.move) for o in pts]), np.array([o.parent for o in pts]),
+                np.array([o.log_gain for o in pts]) - self.base.mean)
+
     def _fit(self) -> FamilyModel:
         pts = self.obs[-FIT_WINDOW:]
         if len(pts) < 2:
             return self.base
-        pairs = [(o.move, o.parent) for o in pts]
-        y = np.array([o.log_gain for o in pts]) - self.base.mean
+        moves, parents, y = self._arrays(pts)
         best, best_score = self.base, -math.inf
         for member_sd, lp_m in MEMBER_GRID:
             for context_sd, lp_c in CONTEXT_GRID:
                 m = replace(self.base, member_sd=member_sd, context_sd=context_sd)
-                cov = np.array([[m.cov(a, b) for b in pairs] for a in pairs]) + m.noise_sd ** 2 * np.eye(len(pts))
+                cov = m.cov(moves, parents, moves, parents) + m.noise_sd ** 2 * np.eye(len(pts))
                 chol = np.linalg.cholesky(cov)
                 z = np.linalg.solve(chol, y)
                 score = -0.5 * float(z @ z) - float(np.log(np.diag(chol)).sum()) + lp_m + lp_c
@@ -164,10 +172,9 @@ class FamilyPosterior:
         pts = [self.obs[i] for i in self._relevant(move, parent)]
         if not pts:
             return m.mean, m.prior_var
-        pairs = [(o.move, o.parent) for o in pts]
-        cov = np.array([[m.cov(a, b) for b in pairs] for a in pairs]) + m.noise_sd ** 2 * np.eye(len(pts))
-        k = np.array([m.cov(key, b) for b in pairs])
-        y = np.array([o.log_gain for o in pts]) - m.mean
+        moves, parents, y = self._arrays(pts)
+        cov = m.cov(moves, parents, moves, parents) + m.noise_sd ** 2 * np.eye(len(pts))
+        k = m.cov(np.array([self._code(move)]), np.array([parent]), moves, parents)[0]
         sol = np.linalg.solve(cov, np.column_stack([y, k]))
         out = (m.mean + float(k @ sol[:, 0]), max(m.prior_var - float(k @ sol[:, 1]), 1e-9))
         self._cache[key] = out

@@ -109,18 +109,27 @@ class Knob:
     family: str
     values: dict  # value -> (speedup multiplier, move id, prior)
     default: str = "off"
+    group: str | None = None  # knobs of one group are never on together: the landscape leaves those out
 
 
-def compile_knob(default: float, freezing: float, autotune: float, epilogue: float, coord: float) -> Knob:
-    return Knob("COMPILE", "torch-compile", {
-        "default": (default, "compile-default", 0.5), "freezing": (freezing, "compile-freezing", 0.3),
-        "max-autotune": (autotune, "compile-max-autotune", 0.1),
-        "epilogue-fusion": (epilogue, "compile-epilogue-fusion", 0.1),
-        "coordinate-descent": (coord, "compile-coordinate-descent", 0.05)}, default="eager")
+COMPILE_MOVES = (("C_DEFAULT", "compile-default", 0.5), ("C_FREEZING", "compile-freezing", 0.3),
+                 ("C_AUTOTUNE", "compile-max-autotune", 0.1), ("C_EPILOGUE", "compile-epilogue-fusion", 0.1),
+                 ("C_COORD", "compile-coordinate-descent", 0.05))
 
 
-def switch(name: str, family: str, move: str, prior: float, mult: float) -> Knob:
-    return Knob(name, family, {"on": (mult, move, prior)})
+def compile_knobs(*gains: float) -> list[Knob]:
+    """The five compile variants, each a move from the eager model only: live, ``wrap_compile``
+    does not apply to a compiled model, so no configuration compiles twice."""
+    return [Knob(name, "torch-compile", {"on": (g, move, prior)}, group="compile")
+            for (name, move, prior), g in zip(COMPILE_MOVES, gains)]
+
+
+def switch(name: str, family: str, move: str, prior: float, mult: float, group: str | None = None) -> Knob:
+    return Knob(name, family, {"on": (mult, move, prior)}, group=group)
+
+
+def compiled(cfg: dict) -> bool:
+    return any(cfg.get(name) == "on" for name, _, _ in COMPILE_MOVES)
 
 
 @dataclass
@@ -139,64 +148,59 @@ class Archetype:
                 s *= k.values[cfg[k.name]][0]
         return self.interact(cfg, s) if self.interact else s
 
+    def allowed(self, cfg: dict) -> bool:
+        groups = [k.group for k in self.knobs if k.group and cfg[k.name] != k.default]
+        return len(groups) == len(set(groups))
+
 
 def _after_collapse(cfg: dict, s: float) -> float:
     """Compiling a collapsed chain pays compile overhead on little work: 0.7x instead of 0.9x."""
-    if cfg["GRAPH"] != "off" and cfg["COMPILE"] != "eager" and cfg["GRAPH"] in ("all", "fold"):
-        return s / 0.9 * 0.7
-    return s
-
-
-def _compile_gain(cfg: dict) -> float:
-    return {"default": 2.9, "freezing": 2.9, "max-autotune": 2.95, "epilogue-fusion": 2.85,
-            "coordinate-descent": 2.9}[cfg["COMPILE"]]
+    return s / 0.9 * 0.7 if cfg["GRAPH"] in ("all", "fold") and compiled(cfg) else s
 
 
 def _after_fusion(cfg: dict, s: float) -> float:
-    """Once the activation is one fused op, compiling it adds overhead only: 0.95x."""
-    if cfg["GRAPH"] != "off" and cfg["COMPILE"] != "eager":
-        return s / _compile_gain(cfg) * 0.95
-    return s
+    """Once the activation is one fused op, compiling it adds overhead only: 0.95x instead of 2.9x."""
+    return s / 2.9 * 0.95 if cfg["GRAPH"] != "off" and compiled(cfg) else s
 
 
 ARCHETYPES = [
     Archetype("softmax", "five compile variants within 2% of 0.76x, nothing else helps (the issue's case)",
-              [compile_knob(0.763, 0.769, 0.769, 0.753, 0.755),
+              [*compile_knobs(0.763, 0.769, 0.769, 0.753, 0.755),
                switch("INFER", "autograd-off", "inference-mode", 0.35, 1.0)]),
     Archetype("layernorm", "compile regresses ~0.8x; a native norm gains 4%",
-              [compile_knob(0.80, 0.81, 0.79, 0.80, 0.80), switch("NORM", "native-norms", "graph-native-norms", 0.55, 1.04),
+              [*compile_knobs(0.80, 0.81, 0.79, 0.80, 0.80), switch("NORM", "native-norms", "graph-native-norms", 0.55, 1.04),
                switch("INFER", "autograd-off", "inference-mode", 0.35, 1.0),
                switch("INPLACE", "fewer-allocations", "inplace-elementwise", 0.3, 0.99)]),
     Archetype("gelu", "a fused activation wins 3.3x, compiling wins 2.9x (families that win)",
               [Knob("GRAPH", "graph-algebra", {"all": (3.3, "graph-algebra-all", 0.95),
                                                 "act": (3.3, "graph-fused-activations", 0.6)}),
-               compile_knob(2.9, 2.9, 2.95, 2.85, 2.9), switch("INFER", "autograd-off", "inference-mode", 0.35, 1.0)],
+               *compile_knobs(2.9, 2.9, 2.9, 2.9, 2.9), switch("INFER", "autograd-off", "inference-mode", 0.35, 1.0)],
               interact=_after_fusion),
     Archetype("gemm_epilogue", "compile-default 0.88x but compile-freezing 1.25x (a sibling of a regressing member "
               "wins); the compiled epilogue 1.08x", [
-                  compile_knob(0.88, 1.25, 0.87, 0.88, 0.86),
-                  switch("EPI", "compile-epilogue", "compile-epilogue-block", 0.4, 1.08),
+                  *compile_knobs(0.88, 1.25, 0.87, 0.88, 0.86),
+                  switch("EPI", "compile-epilogue", "compile-epilogue-block", 0.4, 1.08, group="compile"),
                   switch("ADDMM", "fused-library-op", "graph-addmm", 0.45, 1.03),
                   switch("INFER", "autograd-off", "inference-mode", 0.35, 1.0)], sibling_wins=True),
     Archetype("linear_freezing", "a bare Linear: compile-default 0.88x, compile-freezing 1.25x (pre-packed weights) "
               "and nothing else helps: the sibling is the only win", [
-                  compile_knob(0.88, 1.25, 0.87, 0.88, 0.86),
+                  *compile_knobs(0.88, 1.25, 0.87, 0.88, 0.86),
                   switch("INFER", "autograd-off", "inference-mode", 0.35, 1.0)], sibling_wins=True),
     Archetype("collapse", "an algebraic collapse wins 100x; compiling regresses 0.9x, 0.7x once collapsed", [
         Knob("GRAPH", "graph-algebra", {"all": (100.0, "graph-algebra-all", 0.95),
                                         "fold": (100.0, "graph-fold-linear-reduction", 0.6),
                                         "size1": (1.0, "graph-size1-reductions", 0.5)}),
-        compile_knob(0.9, 0.9, 0.89, 0.9, 0.9), switch("INFER", "autograd-off", "inference-mode", 0.35, 1.0)],
+        *compile_knobs(0.9, 0.9, 0.89, 0.9, 0.9), switch("INFER", "autograd-off", "inference-mode", 0.35, 1.0)],
         interact=_after_collapse),
     Archetype("matmul", "compile within 3% of 1.0x, nothing regresses", [
-        compile_knob(0.98, 1.0, 0.97, 0.98, 0.99), switch("INFER", "autograd-off", "inference-mode", 0.35, 1.0)]),
+        *compile_knobs(0.98, 1.0, 0.97, 0.98, 0.99), switch("INFER", "autograd-off", "inference-mode", 0.35, 1.0)]),
     Archetype("conv_relu", "compile wins 1.2-1.3x (a winning family), channels_last 1.1x", [
-        compile_knob(1.2, 1.3, 1.15, 1.2, 1.18), switch("CL", "channels-last", "channels-last", 0.3, 1.1),
+        *compile_knobs(1.2, 1.3, 1.15, 1.2, 1.18), switch("CL", "channels-last", "channels-last", 0.3, 1.1),
         switch("INFER", "autograd-off", "inference-mode", 0.35, 1.0)]),
     Archetype("adversarial_sibling", "compile-default 0.80x next to compile-freezing 1.30x: members 1.6x apart, "
               "beyond the model's member spread (they belong in different families)", [
-                  compile_knob(0.80, 1.30, 0.80, 0.80, 0.80),
-                  switch("EPI", "compile-epilogue", "compile-epilogue-block", 0.4, 1.02),
+                  *compile_knobs(0.80, 1.30, 0.80, 0.80, 0.80),
+                  switch("EPI", "compile-epilogue", "compile-epilogue-block", 0.4, 1.02, group="compile"),
                   switch("INFER", "autograd-off", "inference-mode", 0.35, 1.0)], sibling_wins=True, adversarial=True),
 ]
 
@@ -212,6 +216,8 @@ def build_landscape(arch: Archetype, seed: int = 0, noise: float = 0.03, rounds:
     points = []
     for combo in itertools.product(*([k.default, *k.values] for k in arch.knobs)):
         cfg = dict(zip((k.name for k in arch.knobs), combo))
+        if not arch.allowed(cfg):
+            continue
         t = 1e-3 / arch.speedup(cfg)
         rs = []
         for _ in range(runs):

@@ -46,10 +46,12 @@ def stop_reason(budget: Budget, index: TreeIndex, evals: int, elapsed_s: float, 
 
 def sol_stop_reason(budget: Budget, sol: Position | None, best: float, root) -> str | None:  # type: ignore[no-untyped-def]
     """The best runs within ``sol_margin`` of its speed of light: whatever is left to try here can
-    gain at most 1/fraction, so the campaign stops and says what would open more headroom. A
-    reading the position flags as impossible (a bug) never stops a campaign."""
+    gain at most 1/fraction, so the campaign stops and says what would open more headroom. Only a
+    memory-bound position stops a campaign (no honest candidate moves fewer bytes than its inputs
+    and outputs; a compute-bound reference can still be collapsed by algebra into fewer FLOPs), and
+    a reading the position flags as impossible (a bug) never does."""
     if budget.sol_margin is None or sol is None or sol.reference_s is None or root is None \
-            or root.state != "accepted":
+            or root.state != "accepted" or sol.bound != "memory":
         return None
     t = sol.reference_s / max(best, 1e-12)
     shown, note = sol.reading(t)

@@ -18,6 +18,7 @@ from functools import cached_property, partial
 from arbor.agents.contracts import Judgement
 from arbor.agents.critic.gates import Evidence
 from arbor.agents.skills import MoveSpec, SkillSpec
+from arbor.agents.specialists.kernel_heuristic import HeuristicKernelSpecialist
 from arbor.agents.transforms.knobs import canonical_config, parse_config
 from arbor.targets.landscape import Landscape, LandscapeError, Point, load_landscape
 from arbor.targets.numerics_knobs import changes_outputs
@@ -76,6 +77,19 @@ def knob_moves(landscape: Landscape, mode: str) -> list[MoveSpec]:
     return out
 
 
+class ReplaySpecialist(HeuristicKernelSpecialist):
+    """The kernel specialist over knob moves, offering only configurations the landscape recorded:
+    a landscape that leaves a combination out (compiling an already compiled model) says that move
+    does not apply there, as a live transform that returns nothing does."""
+
+    def __init__(self, moves: list[MoveSpec], seed: int, lookup) -> None:  # type: ignore[no-untyped-def]
+        super().__init__(moves, seed)
+        self._lookup = lookup
+
+    def valid(self, new_source: str) -> bool:
+        return self._lookup(new_source) is not None
+
+
 class ReplayAdapter(TargetAdapter):
     kind = "replay"
     uses_device = False  # a replayed measurement only sleeps its recorded time
@@ -106,6 +120,9 @@ class ReplayAdapter(TargetAdapter):
 
     def moves(self, skills: list[SkillSpec]) -> list[MoveSpec]:
         return knob_moves(self.landscape, self.spec.target.moves)
+
+    def heuristic_specialist(self, skills: list[SkillSpec], seed: int, store=None):  # type: ignore[no-untyped-def]
+        return ReplaySpecialist(self.moves(skills), seed, self.lookup)
 
     def lookup(self, source: str) -> Point | None:
         cfg = parse_config(source)

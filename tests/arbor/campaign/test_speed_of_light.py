@@ -74,6 +74,9 @@ def test_the_sol_margin_stop_says_where_the_reference_stands_and_what_to_do():
     assert stop_reason(budget, _index(), 1, 1.0, 0.0, relu_position(30e-3)) is None  # 37%: headroom left
     assert stop_reason(Budget(max_evaluations=12), _index(), 1, 1.0, 0.0, near) is None  # off by default
     assert stop_reason(budget, _index(), 1, 1.0, 0.0, relu_position(3e-3)) is None  # a bug never stops a run
+    gemm = from_measurement({"cost": {"bytes": 1 * MB, "flops": 2e9, "dtype": "float32"}, "sol_peak": ONE, "peak": ALL},
+                            FP, 41e-3)  # 98% of its FLOP bound: algebra may still collapse it
+    assert gemm.bound == "compute" and stop_reason(budget, _index(), 1, 1.0, 0.0, gemm) is None
 
 
 @pytest.mark.slow
