@@ -80,7 +80,10 @@ class FamilyModel:
 
 DEFAULT_MODEL = FamilyModel()
 # Below this chance of a win (given its family's measurements), a move is not offered below that
-# parent: Softmax's four compile variants after compile-default measured 0.763x sit at ~0.001.
+# parent — when a member was measured below that parent or an ancestor of it: Softmax's four
+# compile variants after compile-default measured 0.763x sit at ~0.001. Evidence from another
+# branch only lowers a prior (knobs interact: a move at 0.23x below one node can win 2x below its
+# parent).
 MIN_P_WIN = 0.03
 
 
@@ -182,6 +185,13 @@ class FamilyPosterior:
 
     def p_win(self, move: str, parent: int) -> float:
         return self.model.p_win(*self.predict(move, parent))
+
+    def measured_below(self, path: set[int]) -> bool:
+        """Whether a member was measured below one of ``path`` (a parent and its ancestors): only
+        such evidence may rule a member out there — what failed on the code a node builds on
+        (as a crash does); a member measured in another branch only lowers the prior, since knobs
+        interact (a move at 0.23x below one node can win 2x below its parent)."""
+        return any(p in self._by_parent for p in path)
 
     def factor(self, move: str, parent: int) -> float:
         """How the measurements changed the move's chance of a win: P(win | family) / P(win) —
@@ -364,7 +374,7 @@ class OutcomeIndex:
                         "measured": [{"move": o.move, "node": o.node, "parent": o.parent,
                                       "speedup_over_parent": round(math.exp(o.log_gain), 4)} for o in measured]}
             shown = ", ".join(f"{o.move} {math.exp(o.log_gain):.3f}x" for o in measured[:2])
-            if p_win < MIN_P_WIN:
+            if p_win < MIN_P_WIN and fam.measured_below(self.ancestors(parent_id)):
                 self.ruled_out[move_id] = f"family {name} measured {shown}"
                 t.scale(f"ruled out by family {name} (P(win) {p_win:.3f} < {MIN_P_WIN}; measured {shown})", 0.0)
             else:

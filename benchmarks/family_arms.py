@@ -389,6 +389,12 @@ def replayed(args) -> int:  # type: ignore[no-untyped-def]
           + (f" ({1 - after / before:.0%} fewer; goal >= 60%)" if before else ""))
     print(f"of those, the ones that did not win (the waste): before {w_before:.1f}, after {w_after:.1f}"
           + (f" ({1 - w_after / w_before:.0%} fewer)" if w_before else ""))
+    for kind in ("archetype", "recorded"):
+        mine = [s for s in counted if s["kind"] == kind]
+        b, a = sum(s["before_after_regression"] for s in mine), sum(s["after_after_regression"] for s in mine)
+        if b:
+            head[f"{kind}_reduction"] = round(1 - a / b, 3)
+            print(f"  {kind} landscapes only: before {b:.1f}, after {a:.1f} ({1 - a / b:.0%} fewer)")
     print(f"final best worse by > 2% (median over seeds): {', '.join(losses) or 'nowhere'}; "
           f"where a sibling of a regressing member wins, every seed kept it: {sib_ok}")
     path = write_result(args.out, {"seeds": args.seeds, "budget": BUDGET, "regression": REGRESSION,

@@ -45,6 +45,18 @@ def test_a_regressing_compile_variant_rules_out_its_siblings_below_that_parent()
     assert "compile-freezing" in idx.ruled_out  # what the exhausted stop reports
 
 
+def test_a_member_is_ruled_out_on_the_path_it_failed_on_not_in_another_branch():
+    idx = with_root()
+    idx.observe(node(2, 1, "graph-algebra-all", "accepted", "improved", 100.0, family="graph-algebra"))
+    idx.observe(node(3, 1, "compile-default", "rejected", "regression", 0.76))  # at the root
+    assert idx.adjust("compile-freezing", "torch-compile", 0.3, parent_id=2) == 0.0  # built on the root
+    knobs = with_root()
+    knobs.observe(node(2, 1, "M:y", "accepted", "improved", 2.2, family="M:y"))
+    knobs.observe(node(3, 2, "K:B", "rejected", "regression", 0.5, family="K:B"))  # 0.23x below node 2
+    assert 0 < knobs.adjust("K:B", "K:B", 0.5, parent_id=1)  # may still win at the root: knobs interact
+    assert knobs.adjust("K:B", "K:B", 0.5, parent_id=1) < 0.05
+
+
 def test_a_ten_percent_regression_pushes_siblings_below_every_untried_family():
     skills = [m for s in load_skills() if s.domain in ("kernel", "any") for m in s.moves]
     others = min(m.prior for m in skills if m.family != "torch-compile")
