@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Callable, Union
 
 if TYPE_CHECKING:
     from arbor.agents.critic.evidence import CriticConfig, Evidence
-    from arbor.agents.priors import OutcomeIndex
+    from arbor.agents.priors import OutcomeIndex, PriorTrace
     from arbor.agents.skills import MoveSpec
     from arbor.search_tree.index import TreeIndex
     from arbor.search_tree.records import MeasurementRecord, NodeRecord
@@ -66,7 +66,7 @@ class Option:
     why: str = ""  # why the move is offered here (the serving specialist's symptom condition)
     expected_log: float | None = None  # predicted log-speedup if it is accepted
     knowledge: dict | None = None  # the warm-start prior behind ``prior``, when one applied
-    trace: dict | None = None  # how ``prior`` was made, factor by factor (``PriorTrace.to_json``)
+    trace: PriorTrace | None = None  # how ``prior`` was made, factor by factor (JSON: ``to_json()``)
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ factor, so ``arbor show`` can say where a node's prior came from.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from typing import Callable
 
 import numpy as np
@@ -216,7 +216,12 @@ class PriorTrace:
         self.value = min(self.value * factor, 1.0)
 
     def to_json(self) -> dict:
-        return {k: v for k, v in asdict(self).items() if v not in (None, [])} | {"value": round(self.value, 4)}
+        out = {"move": self.move, "base": self.base, "source": self.source, "value": round(self.value, 4)}
+        if self.steps:
+            out["steps"] = [dict(s) for s in self.steps]
+        if self.family is not None:
+            out["family"] = self.family
+        return out
 
 
 def knob_of(move) -> str | None:  # type: ignore[no-untyped-def]
@@ -291,17 +296,21 @@ class OutcomeIndex:
         return rise
 
     def _measured(self, n: NodeRecord) -> float:
-        """Add a measured member to its family's posterior; RISE_ALL when that may raise a prior
-        anywhere (it came out above what the family predicted for it, or above a win), else 1."""
+        """Add a measured member to its family's posterior; the factor by which that may raise a
+        prior anywhere (RISE_ALL when it came out above what the family predicted for it)."""
         parent_speedup = self._speedup.get(n.parent_id, 1.0) if n.parent_id is not None else 1.0
         if not n.speedup or parent_speedup <= 0:
             return 1.0
         fam = self.family(n.family or n.move_id or "")
         y = math.log(n.speedup / parent_speedup)
         before, _ = fam.predict(n.move_id or "", n.parent_id or 0)
-        fam.add(Observation(n.move_id or "", n.parent_id or 0, n.id, y))
         wins = any(o.log_gain > self.model.win_log for o in fam.obs)
-        return RISE_ALL if y > before or wins else 1.0
+        fam.add(Observation(n.move_id or "", n.parent_id or 0, n.id, y))
+        if y > before:  # the family's means rise wherever it correlates with this measurement
+            return RISE_ALL
+        # lower means everywhere, but a narrower posterior can still raise P(win) where the mean is
+        # above a win (after a win): there P(win) >= 0.5 already, so it at most doubles
+        return 2.0 if wins else 1.0
 
     def family(self, name: str) -> FamilyPosterior:
         fam = self.families.get(name)

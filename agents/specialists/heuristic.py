@@ -103,7 +103,7 @@ class HeuristicSpecialist(Specialist):
             if new is None or not self.valid(new) or is_known(artifact_sha(new)):
                 continue
             out.append(Option(move, new, trace.value, why, outcomes.warm_log.get(move.id, DEFAULT_WIN_LOG),
-                              outcomes.warm_note(move.id, parent.id), trace.to_json()))
+                              outcomes.warm_note(move.id, parent.id), trace))
         rng = random.Random(f"{self.seed}:{parent.id}")
         rng.shuffle(out)
         out.sort(key=lambda o: -o.prior)  # stable: equal priors keep the seeded order
@@ -116,8 +116,8 @@ class HeuristicSpecialist(Specialist):
             # predicted gain: the expected ratio, P(accept) x the log-speedup of a win
             gain = math.exp(opt.prior * (opt.expected_log if opt.expected_log is not None else DEFAULT_WIN_LOG))
             audit = {"knowledge": opt.knowledge} if opt.knowledge else {}
-            if opt.trace:
-                audit["prior_trace"] = opt.trace
+            if opt.trace is not None:  # made JSON only for what is proposed: options are many
+                audit["prior_trace"] = opt.trace.to_json()
             proposals.append(Proposal(
                 source=opt.source, move_id=opt.move.id, family=opt.move.family,
                 hypothesis=f"{opt.move.id} on node {parent.id}: {self.describe(opt.move)}{why}",

@@ -112,7 +112,7 @@ def test_the_specialist_traces_each_factor_into_the_proposal():
     src = "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return x\n"
     opts = sp.options(root, src, {"compile-default"}, lambda sha: False, idx)
     assert [o.move.id for o in opts] == ["compile-freezing"]
-    trace = opts[0].trace
+    trace = opts[0].trace.to_json()
     assert trace["base"] == 0.3 and trace["family"]["name"] == "torch-compile"
     assert math.isclose(opts[0].prior, trace["value"], rel_tol=1e-3) and opts[0].prior < 0.1
     prop = sp.propose(root, opts)[0]
