@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Callable, Union
 
 if TYPE_CHECKING:
     from arbor.agents.critic.evidence import CriticConfig, Evidence
-    from arbor.agents.priors import OutcomeIndex
+    from arbor.agents.priors import OutcomeIndex, PriorTrace
     from arbor.agents.skills import MoveSpec
     from arbor.search_tree.index import TreeIndex
     from arbor.search_tree.records import MeasurementRecord, NodeRecord
@@ -66,6 +66,7 @@ class Option:
     why: str = ""  # why the move is offered here (the serving specialist's symptom condition)
     expected_log: float | None = None  # predicted log-speedup if it is accepted
     knowledge: dict | None = None  # the warm-start prior behind ``prior``, when one applied
+    trace: PriorTrace | None = None  # how ``prior`` was made, factor by factor (JSON: ``to_json()``)
 
 
 @dataclass(frozen=True)
@@ -148,6 +149,11 @@ class Orchestrator(ABC):
     def select(self, index: TreeIndex, source_of: Callable[[str], str], is_known: Callable[[str], bool],
                step: int) -> Selection | None:
         """The next node to expand, or None when nothing is left to expand."""
+
+    def follow(self, index: TreeIndex) -> None:
+        """Called once with the campaign's tree index before it loads any node, so that an
+        orchestrator that learns from outcomes sees every finished node — those of an earlier run
+        of a resumed campaign and the baseline included. Default: nothing to learn."""
 
     def priors_may_rise(self, factor: float) -> None:
         """Something outside the tree's outcomes (a new bottleneck profile) may have raised

@@ -41,13 +41,15 @@ def make_landscape(name: str = "synthetic", seed: int = 0, noise: float = 0.03, 
         points.append(Point(knobs=cfg, runs=rs))
     moves = [
         MoveDecl(id="block-up", transform="const_step", params={"name": "BLOCK", "values": blocks, "step": 1},
-                 prior=0.5, family="block"),
+                 prior=0.5, family="block-up"),
         MoveDecl(id="block-down", transform="const_step", params={"name": "BLOCK", "values": blocks, "step": -1},
-                 prior=0.3, family="block"),
+                 prior=0.3, family="block-down"),
+        # one family per direction and per value: the values of a knob are alternatives, and a
+        # family shares one posterior (agents/priors.py), which must not pool opposite answers
         *[MoveDecl(id=f"method-{m}", transform="const_set", params={"name": "METHOD", "value": m}, prior=0.4,
-                   family="method") for m in methods],
+                   family=f"method-{m}") for m in methods],
         *[MoveDecl(id=f"unroll-{u}", transform="const_set", params={"name": "UNROLL", "value": u}, prior=0.3,
-                   family="unroll") for u in unrolls],
+                   family=f"unroll-{u}") for u in unrolls],
     ]
     return Landscape(name=name, knobs=knobs, moves=moves, points=points,
                      recorded={"machine": {"host": "synthetic"}, "repeats": runs, "complete": True},

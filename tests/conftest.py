@@ -21,8 +21,7 @@ def pytest_collection_modifyitems(config, items):
         pass
     # docker tests start a private dockerd through the docker_engine fixture where one can run
     have_docker = engine_possible()
-    for item in items:
-        # the marker, not item.keywords: keywords also hold directory names (tests/sandbox/gpu/)
+    for item in items:  # markers, not keywords: every test under tests/sandbox/gpu/ has the keyword "gpu"
         if item.get_closest_marker("gpu") is not None and not have_gpu:
             item.add_marker(pytest.mark.skip(reason="needs a CUDA GPU (torch.cuda.is_available() is False)"))
         if item.get_closest_marker("docker") is not None and not have_docker:

@@ -5,7 +5,9 @@
   reference, threads working outside the timer, side-stream work, persisting L2): the harness
   ends the run with ``hack_suspected`` and its reason, which this gate turns into the verdict.
 - A speed-of-light floor: bytes moved (inputs read once, outputs written once) over the device's
-  peak bandwidth (a table for GPUs, a cached micro-benchmark for CPUs); a candidate faster than
+  peak bandwidth (a table for GPUs; for CPUs a cached micro-benchmark on every allowed core, read
+  at the problem's working set: a problem larger than the caches streams at DRAM speed, so its
+  floor is no longer the cache bandwidth's, which was several times too lax); a candidate faster than
   ``floor / plausibility_slack`` is ``hack_suspected`` (reward hack #12). The reference's FLOPs over
   the peak FLOP rate join the floor only with ``plausibility_flops``: honest algebraic rewrites
   (reassociating a matmul chain, hoisting a weight product out of forward) legitimately do fewer
@@ -29,7 +31,7 @@ def _hack(reason: str) -> GateOutcome:
 def speed_of_light(ev: Evidence, flops: bool = False) -> tuple[float, str] | None:
     """(minimum seconds per call, how it was derived) or None where cost or peak is unknown."""
     c = ev.facts.get("cost") or {}
-    peak = peak_for(ev.fingerprint, c.get("dtype"), ev.facts.get("peak"))
+    peak = peak_for(ev.fingerprint, c.get("dtype"), ev.facts.get("peak"), c.get("bytes"), ev.facts.get("sol_peak"))
     if not peak or not c.get("bytes"):
         return None
     n_flops = c.get("flops") if flops else None

@@ -43,9 +43,13 @@ class HeuristicOrchestrator(Orchestrator):
 
     def attach(self, index: TreeIndex) -> None:
         """Follow ``index``: every finished node it learns about updates the outcome priors."""
+        if self._index is index:
+            return
         self._index = index
         self.outcomes.ancestors_of = index.ancestors
         index.on_finish.append(self._observe)
+
+    follow = attach
 
     def outcome_index(self) -> OutcomeIndex:
         return self.outcomes

@@ -15,7 +15,7 @@ import random
 from typing import Callable
 
 from arbor.agents.contracts import Option, Proposal, Specialist
-from arbor.agents.priors import ALTERNATIVE_TO_WIN, OutcomeIndex, alternative_to_win
+from arbor.agents.priors import ALTERNATIVE_TO_WIN, OutcomeIndex, PriorTrace, alternative_to_win
 from arbor.agents.skills import MoveSpec
 from arbor.agents.transforms import apply_move
 from arbor.search_tree.records import NodeRecord
@@ -64,14 +64,23 @@ class HeuristicSpecialist(Specialist):
                 self._cache[key] = None
         return self._cache[key]
 
+    def prior_trace(self, move: MoveSpec, parent: NodeRecord, tried: set[str],
+                    outcomes: OutcomeIndex) -> PriorTrace | None:
+        """The one place a move's prior below ``parent`` is computed, factor by factor: the
+        outcome index's (skill or knowledge prior, calibration, the family's shared posterior,
+        crashes), then what this Specialist knows (an alternative to the knob that just won here;
+        kernel: profile aiming). None when the move was tried there already."""
+        if move.id in tried:
+            return None
+        t = outcomes.trace(move.id, move.family, move.prior, parent.id)
+        if t.value > 0 and alternative_to_win(move, parent, self.by_id):
+            t.scale("another value of the knob whose change won here", ALTERNATIVE_TO_WIN)
+        return t
+
     def prior(self, move: MoveSpec, parent: NodeRecord, tried: set[str], outcomes: OutcomeIndex) -> float:
         """The move's prior below ``parent`` from outcomes so far (0: tried, or ruled out)."""
-        if move.id in tried:
-            return 0.0
-        prior = outcomes.adjust(move.id, move.family, move.prior, parent.id)
-        if prior > 0 and alternative_to_win(move, parent, self.by_id):
-            prior *= ALTERNATIVE_TO_WIN
-        return prior
+        t = self.prior_trace(move, parent, tried, outcomes)
+        return t.value if t is not None else 0.0
 
     def options(self, parent: NodeRecord, parent_source: str, tried: set[str],
                 is_known: Callable[[str], bool], outcomes: OutcomeIndex | None) -> list[Option]:
@@ -81,18 +90,20 @@ class HeuristicSpecialist(Specialist):
         env = self.env(parent, parent_source)
         out = []
         for move in self.moves:
-            prior = self.prior(move, parent, tried, outcomes)
-            if prior <= 0:
+            trace = self.prior_trace(move, parent, tried, outcomes)
+            if trace is None or trace.value <= 0:
                 continue
-            gated = self.gate(move, prior, env)
+            gated = self.gate(move, trace.value, env)
             if gated is None:
                 continue
             prior, why = gated
+            if trace.value > 0 and prior != trace.value:
+                trace.scale(why or "offered below this parent at a changed prior", prior / trace.value)
             new = self._apply(parent.artifact_sha, parent_source, move)
             if new is None or not self.valid(new) or is_known(artifact_sha(new)):
                 continue
-            out.append(Option(move, new, prior, why, outcomes.warm_log.get(move.id, DEFAULT_WIN_LOG),
-                              outcomes.warm_note(move.id, parent.id)))
+            out.append(Option(move, new, trace.value, why, outcomes.warm_log.get(move.id, DEFAULT_WIN_LOG),
+                              outcomes.warm_note(move.id, parent.id), trace))
         rng = random.Random(f"{self.seed}:{parent.id}")
         rng.shuffle(out)
         out.sort(key=lambda o: -o.prior)  # stable: equal priors keep the seeded order
@@ -105,6 +116,8 @@ class HeuristicSpecialist(Specialist):
             # predicted gain: the expected ratio, P(accept) x the log-speedup of a win
             gain = math.exp(opt.prior * (opt.expected_log if opt.expected_log is not None else DEFAULT_WIN_LOG))
             audit = {"knowledge": opt.knowledge} if opt.knowledge else {}
+            if opt.trace is not None:  # made JSON only for what is proposed: options are many
+                audit["prior_trace"] = opt.trace.to_json()
             proposals.append(Proposal(
                 source=opt.source, move_id=opt.move.id, family=opt.move.family,
                 hypothesis=f"{opt.move.id} on node {parent.id}: {self.describe(opt.move)}{why}",

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from arbor.agents.priors import OutcomeIndex
+from arbor.agents.priors import OutcomeIndex, PriorTrace
 from arbor.agents.profile_aim import OFF_TARGET, aim_factor
 from arbor.agents.skills import MoveSpec, SkillError
 from arbor.search_tree.records import NodeRecord
@@ -85,8 +85,12 @@ class HeuristicKernelSpecialist(HeuristicSpecialist):
         shown = ", ".join(f"{n}={_fmt(env[n])}" for n in sorted(cond.names) if n in env)
         return prior, f"because {cond.text} ({shown})"
 
-    def prior(self, move: MoveSpec, parent: NodeRecord, tried: set[str], outcomes: OutcomeIndex) -> float:
-        return super().prior(move, parent, tried, outcomes) * aim_factor(move, self.profile)
+    def prior_trace(self, move: MoveSpec, parent: NodeRecord, tried: set[str],
+                    outcomes: OutcomeIndex) -> PriorTrace | None:
+        t = super().prior_trace(move, parent, tried, outcomes)
+        if t is not None and t.value > 0:
+            t.scale("cannot touch the profiled bottleneck", aim_factor(move, self.profile))
+        return t
 
 
 def _fmt(v) -> str:  # type: ignore[no-untyped-def]

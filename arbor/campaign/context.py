@@ -47,10 +47,14 @@ class Context:
     knowledge: dict = field(default_factory=dict)  # per-process cache of arbor/campaign/knowledge.py
     step_walls: list[float] = field(default_factory=list)  # wall seconds of this process's steps (timing.py)
     step_started: float | None = None
+    speed_of_light: dict = field(default_factory=dict)  # per-process cache of speed_of_light.for_context
 
     def __post_init__(self) -> None:
         if self.index is None:
             self.index = TreeIndex(self.campaign.id)
+            # before the index loads anything: outcome priors see every finished node (a resumed
+            # campaign's earlier ones, the baseline), so a resume replays them exactly
+            self.orchestrator.follow(self.index)
     _sources: dict[str, str] = field(default_factory=dict)
     _evaluations: int | None = None  # candidates measured so far (the budget's count), kept as we go
     _clock: threading.Lock = field(default_factory=threading.Lock)  # loop and heartbeat both flush

@@ -8,29 +8,29 @@ advice: any failure is stored as ``{"error": ...}`` and the campaign goes on.
 from __future__ import annotations
 
 from arbor.agents.specialists.kernel_heuristic import MAX_PROFILE_RISE
-from arbor.sandbox.gpu import cached_cpu_peak, gpu_peak
+from arbor.sandbox.gpu import cached_cpu_peak, gpu_peak, merge_peaks
 from arbor.sandbox.profiling import format_profile, run_profile
 
 from .context import Context
 
 
-def _peak(ctx: Context, fingerprint: dict | None) -> dict | None:
-    """The device's peaks for the campaign's threads (the cached CPU peak is for all cores). On a
-    GPU, the FLOP rate the precision mode can reach: fp32 mode forbids TF32, so its GEMMs are
-    measured against the fp32 rate (the speed-of-light floor is a different question, and may
-    allow for TF32-class units)."""
+def _peak(ctx: Context, stats: dict | None, fingerprint: dict | None) -> dict | None:
+    """The rates the campaign runs at, as its measurement read them (``sol_peak``): on CPU measured
+    at the campaign's thread count (the cache when the measurement predates them), on a GPU the
+    board's measured rates, else its datasheet row — with the FLOP rate the precision mode can
+    reach: fp32 mode forbids TF32, so its GEMMs are read against the fp32 rate."""
     t = ctx.spec.target
+    sol = (stats or {}).get("sol_peak")
     if t.device.startswith("cuda"):
+        if sol and sol.get("bytes_per_s"):
+            return sol
         p = gpu_peak((fingerprint or {}).get("gpu_name") or (fingerprint or {}).get("device_name"))
         if p is None:
             return None
         flops = p.fp32_flops if t.precision == "fp32" else p.flops_for(t.dtype)
-        return {"flops_per_s": flops, "bytes_per_s": p.bytes_per_s, "source": p.name}
-    peak = cached_cpu_peak()
-    if peak and t.num_threads and peak.get("threads"):
-        frac = min(1.0, t.num_threads / float(peak["threads"]))
-        peak = {**peak, "flops_per_s": peak["flops_per_s"] * frac, "threads": t.num_threads}
-    return peak
+        return {"flops_per_s": flops, "bytes_per_s": p.bytes_per_s, "source": f"datasheet {p.name}"}
+    cached = cached_cpu_peak(t.num_threads)  # merged by maximum: a busier run's peak never wins
+    return merge_peaks(sol, cached) if sol and cached and sol.get("bandwidth") else (sol or cached)
 
 
 def hand_to_agents(ctx: Context, profile: dict) -> None:
@@ -52,10 +52,16 @@ def record_profile(ctx: Context, node, why: str) -> dict | None:  # type: ignore
     try:
         source = ctx.store.get_artifact(node.artifact_sha)
         ms = [m for m in ctx.store.measurements(node.id) if m.status == "ok"]
-        profile = run_profile(ctx.runner, ctx.target.request(source), _peak(ctx, ms[-1].fingerprint if ms else None))
+        last = ms[-1] if ms else None
+        times = sorted(last.candidate_samples) if last and last.candidate_samples else []
+        profile = run_profile(ctx.runner, ctx.target.request(source),
+                              _peak(ctx, last.stats if last else None, last.fingerprint if last else None),
+                              times[len(times) // 2] if times else None)
     except Exception as exc:  # noqa: BLE001 - advice only
         profile = {"error": f"{type(exc).__name__}: {exc}"[:300]}
     ctx.store.append_event(ctx.cid, "profile", {"why": why, **profile}, node_id=node.id, agent="profiler")
+    for bug in profile.get("anomalies") or []:  # impossible readings are reported, never shown as numbers
+        ctx.report("sandbox_info", {"text": f"profile of node {node.id}: BUG: {bug}"})
     hand_to_agents(ctx, profile)
     return profile
 

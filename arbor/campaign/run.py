@@ -53,6 +53,9 @@ class Summary:
     failed: str | None = None  # why the campaign has no valid result (exit code 1), None when it has one
     clock: str | None = None  # what baseline_s/best_s are: 'cpu' (timing thread's CPU time) or 'wall'
     precision: str | None = None  # kernel campaigns: the precision mode every number was measured in
+    # kernel targets: the reference's and the best's fraction of the speed of light and what more
+    # would take (arbor/campaign/speed_of_light.py); None where no cost or peak is known
+    speed_of_light: str | None = None
 
     def to_dict(self) -> dict:
         d = dict(self.__dict__)
@@ -218,6 +221,12 @@ def summarize(store: Store, name: str, write_best_to: Path | None = None) -> Sum
 
         rci = paired_ratio_estimate(store, best.id, speedup)
         serving.update(ratio=speedup, ci_low=rci[0] if rci else None, ci_high=rci[1] if rci else None)
+    sol = None
+    if kind.reports_times and root is not None:
+        from .speed_of_light import reference_position
+
+        pos = reference_position(store, root.id, best.id if best is not None else None)
+        sol = pos.line(baseline_s, best_s) if pos is not None else None
     return Summary(
         campaign=name, status=camp.status, stop_reason=camp.stop_reason, baseline_s=baseline_s,
         best_s=best_s, speedup=speedup,
@@ -225,7 +234,7 @@ def summarize(store: Store, name: str, write_best_to: Path | None = None) -> Sum
         measurements=store.measurement_count(camp.id), elapsed_s=camp.elapsed_s, best_path=path,
         serving=serving, llm=llm, verified=verified, node_speedup=best.speedup if best else None,
         failed=failure(camp, nodes), clock=_clock(store, best, root) if kind.reports_times else None,
-        precision=precision_of((camp.spec or {}).get("target")),
+        precision=precision_of((camp.spec or {}).get("target")), speed_of_light=sol,
     )
 
 

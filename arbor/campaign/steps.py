@@ -15,10 +15,11 @@ from typing import TypedDict
 
 from arbor.agents.critic.gates import Evidence
 from arbor.agents.contracts import Judgement
+from arbor.agents.priors import MEASURED
 from arbor.search_tree.records import NodeRecord
 from arbor.search_tree.store import CampaignBusy, DuplicateArtifact
 
-from . import knowledge, store_retry, timing
+from . import knowledge, speed_of_light, store_retry, timing
 from .context import Context
 from .profiling import record_profile
 from .stopping import llm_stop_reason, stop_reason
@@ -55,7 +56,8 @@ def select(ctx: Context, state: LoopState) -> LoopState:
     idx.refresh(ctx.store)
     elapsed = ctx.flush_elapsed()
     evals = ctx.evaluations() + (ctx.parallel.pending_evaluations() if flying else 0)
-    reason = stop_reason(ctx.spec.budget, idx, evals, elapsed, timing.ahead_s(ctx)) or llm_stop_reason(ctx.llm)
+    sol = speed_of_light.for_context(ctx) if ctx.spec.budget.sol_margin is not None else None
+    reason = stop_reason(ctx.spec.budget, idx, evals, elapsed, timing.ahead_s(ctx), sol) or llm_stop_reason(ctx.llm)
     if (reason is not None or idx.root() is None) and flying:  # no new work: wait for what is in flight
         verify_ahead(ctx)  # and give free workers the best's final measurements meanwhile
         return {"parent_id": None, "node_ids": [], "stop_reason": None}
@@ -67,7 +69,7 @@ def select(ctx: Context, state: LoopState) -> LoopState:
         if sel is None and flying:  # free workers: bet on a node still being measured
             sel = ctx.parallel.select_in_flight(state.get("step", 0))
         if sel is None:
-            reason = "exhausted: no untried move left on any accepted node"
+            reason = "exhausted: no untried move left on any accepted node" + _ruled_out(ctx)
             if flying:  # what is in flight may open new moves when it is accepted
                 verify_ahead(ctx)
                 return {"parent_id": None, "node_ids": [], "stop_reason": None}
@@ -77,6 +79,17 @@ def select(ctx: Context, state: LoopState) -> LoopState:
             ctx.selection = sel  # handed to propose within this process only
             return {"parent_id": sel.parent.id, "node_ids": [], "stop_reason": None}
     return {"parent_id": None, "node_ids": [], "stop_reason": reason}
+
+
+def _ruled_out(ctx: Context) -> str:
+    """What the exhausted stop adds when family posteriors ruled moves out (agents/priors.py)."""
+    outcomes = ctx.orchestrator.outcome_index()
+    gone = dict(getattr(outcomes, "ruled_out", None) or {})
+    if not gone:
+        return ""
+    why = sorted(set(gone.values()))
+    return (f" ({len(gone)} more ruled out by what their family measured: {', '.join(sorted(gone))} — "
+            f"{'; '.join(why[:3])}; `arbor show` on a node gives its family's posterior)")
 
 
 # --- propose ---------------------------------------------------------------------------
@@ -288,6 +301,8 @@ def _finish(ctx: Context, node: NodeRecord, j: Judgement, measurement_id: int | 
         fields = {}
         if j.final_state == "accepted":
             fields = {"value": j.value, "speedup": j.speedup}
+        elif j.diagnosis in MEASURED and j.speedup:  # no value, but what it measured teaches its family
+            fields = {"speedup": j.speedup}
         reason = j.reason if measurement_id is not None else f"[guard] {j.reason}"
         ctx.store.record_verdict(node.id, measurement_id, j.decision, j.diagnosis, reason, gates,
                                  agent=ctx.critic.name, final_state=j.final_state, **fields)

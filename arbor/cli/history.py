@@ -75,8 +75,34 @@ def show(store: Store, node_id: int) -> dict:
     from arbor.campaign.profiling import profile_of
 
     proposed = [e for e in store.events(node.campaign_id, limit=1_000_000, kinds=["propose"]) if e.node_id == node_id]
-    knowledge = proposed[-1].payload.get("knowledge") if proposed else None
     return {"node": node_row(node), "hypothesis": node.hypothesis, "source": source, "diff": diff,
             "measurements": ms, "verdicts": vs, "profile": profile_of(store, node_id, node.campaign_id),
             "prior": node.prior, "predicted_gain": node.predicted_gain,
-            "prior_from": knowledge or {"source": "skill" if node.parent_id is not None else "baseline"}}
+            "prior_from": prior_from(proposed[-1].payload if proposed else {}, node),
+            "speed_of_light": _speed_of_light(store, node)}
+
+
+def prior_from(payload: dict, node: NodeRecord) -> dict:
+    """Where the node's prior came from, as its ``propose`` event recorded it: the skill's prior,
+    the knowledge store's, and the factors outcomes applied (its family's shared posterior,
+    calibration, profile aiming)."""
+    if node.parent_id is None:
+        return {"source": "baseline"}
+    out = dict(payload.get("knowledge") or {"source": "skill"})
+    if payload.get("prior_trace"):
+        out["trace"] = payload["prior_trace"]
+    return out
+
+
+def _speed_of_light(store: Store, node: NodeRecord) -> dict | None:
+    """The node's fraction of the campaign's speed of light (kernel targets with a known cost)."""
+    from arbor.campaign.speed_of_light import node_seconds, reference_position
+
+    camp = store.get_campaign(campaign_id=node.campaign_id)
+    pos = reference_position(store, camp.root_node_id, node.id)
+    if pos is None:
+        return None
+    t = node_seconds(store, node.id)
+    shown, note = pos.reading(t)
+    return {"fraction": shown, "note": note, "seconds": t, "floor_s": pos.seconds, "bound": pos.bound,
+            "describe": pos.describe(), "advice": pos.advice()}

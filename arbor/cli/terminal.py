@@ -154,6 +154,8 @@ def print_summary(console: Console, s) -> None:
         else:
             ci = f"  95% CI [{s.ci[0]:.3f}, {s.ci[1]:.3f}]" if s.ci and s.ci[0] is not None else ""
             console.print(f"speedup       {s.speedup:.3f}x{ci}  (node {s.best_node}'s Critic value)")
+    if getattr(s, "speed_of_light", None):
+        console.print(Text(f"speed of light {s.speed_of_light}"))
     counts = ", ".join(f"{k} {v}" for k, v in sorted(s.counts.items()))
     console.print(f"nodes         {sum(s.counts.values())}: {counts}")
     console.print(f"measurements  {s.measurements}   wall time {s.elapsed_s:.0f} s")
@@ -220,6 +222,8 @@ def print_tree(console: Console, lines) -> None:
             label.append(f" {n.speedup:.3f}x")
         if n.diagnosis and n.state != "accepted":
             label.append(f" ({n.diagnosis})", style="dim")
+        if n.parent_id is not None:  # the prior it was expanded with (family posteriors shape it)
+            label.append(f" P={n.prior:.2f}", style="dim")
         if depth == 0 or not stack:
             if root is not None:
                 console.print(root)
@@ -230,6 +234,24 @@ def print_tree(console: Console, lines) -> None:
         stack.append(stack[-1].add(label))
     if root is not None:
         console.print(root)
+
+
+def prior_trace_lines(trace: dict | None) -> list[str]:
+    """How a node's prior was made: the skill's (or knowledge's) prior, then each factor, with the
+    family's shared posterior behind its factor."""
+    if not trace:
+        return []
+    out = [f"  {trace.get('source', 'skill')} prior {trace.get('base', 0):.3f}"]
+    for st in trace.get("steps") or []:
+        out.append(f"  x {st['factor']:.3g}  {st['why']}")
+    fam = trace.get("family")
+    if fam:
+        seen = "; ".join(f"{m['move']} {m['speedup_over_parent']:.3f}x over node {m['parent']} (node {m['node']})"
+                         for m in fam.get("measured") or [])
+        out.append(f"  family {fam['name']}: P(win) {fam['p_win']:.3f} (before any measurement "
+                   f"{fam['p_win_prior']:.3f}), expected {fam['expected_speedup']:.3f}x over its parent, from "
+                   f"{fam['observations']} measured member(s): {seen}")
+    return out
 
 
 def print_node(console: Console, d: dict) -> None:
@@ -243,8 +265,17 @@ def print_node(console: Console, d: dict) -> None:
                  if src.get("source") == "knowledge" else f" from the {src.get('source', 'skill')}")
         gain = f", predicted gain {d['predicted_gain']:.3f}x" if d.get("predicted_gain") else ""
         console.print(f"prior (P(accept)): {d.get('prior', 0):.3f}{extra}{gain}")
+        for line in prior_trace_lines(src.get("trace")):
+            console.print(Text(line))
     if n["speedup"]:
-        console.print(f"speedup: {n['speedup']:.3f}x")
+        console.print(f"speedup: {n['speedup']:.3f}x" + ("" if n["state"] == "accepted" else " (measured; not accepted)"))
+    sol = d.get("speed_of_light") or {}
+    if sol.get("note", "") and sol["note"].startswith("BUG"):
+        console.print(Text(f"speed of light: {sol['note']}"))
+    elif sol.get("fraction") is not None:
+        note = f" ({sol['note']})" if sol.get("note") else ""
+        console.print(Text(f"speed of light: {sol['fraction']:.0%} of {sol['describe']}{note}; more needs "
+                           f"{sol['advice']}"))
     for v in d["verdicts"]:
         console.print(f"verdict: {v['decision']} / {v['diagnosis']}: {v['reason']}")
     from .terminal_serving import print_node_levels

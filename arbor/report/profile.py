@@ -8,7 +8,7 @@ at, and whether the winning candidate moved the time away from the op that domin
 
 from __future__ import annotations
 
-HEAD = ["op", "kind", "share", "self ms", "calls", "input shapes", "GFLOP", "MB in", "% peak FLOP/s",
+HEAD = ["op", "kind", "share", "self ms", "calls", "input shapes", "GFLOP", "MB moved", "% peak FLOP/s",
         "% peak bandwidth"]
 NUMERIC = {2, 3, 4, 6, 7, 8, 9}
 ROWS = 10
@@ -47,23 +47,31 @@ def caption(label: str, p: dict) -> str:
     peak = p.get("peak") or {}
     if peak.get("flops_per_s") or peak.get("bytes_per_s"):
         parts = [f"{_num(peak.get('flops_per_s'), 1e9)} GFLOP/s" if peak.get("flops_per_s") else "",
-                 f"{_num(peak.get('bytes_per_s'), 1e9)} GB/s" if peak.get("bytes_per_s") else ""]
-        src = f" ({peak['source']})" if peak.get("source") else ""
-        text += f"; device peaks {', '.join(x for x in parts if x)}{src}"
+                 f"{_num(peak.get('bytes_per_s'), 1e9)} GB/s stream" if peak.get("bytes_per_s") else ""]
+        threads = peak.get("threads")
+        src = ", ".join(x for x in (peak.get("source"), f"{threads} thread{'s' if threads != 1 else ''}"
+                                                         if threads else None) if x)
+        curve = " (ops on cache-sized working sets are read against that cache's bandwidth)" \
+            if peak.get("bandwidth") else ""
+        text += f"; read against {', '.join(x for x in parts if x)}{' (' + src + ')' if src else ''}{curve}"
     else:
         text += "; device peaks unknown"
+    bugs = p.get("anomalies") or []
+    if bugs:
+        text += ". BUG — impossible readings, not shown: " + "; ".join(bugs)
     return text + "."
 
 
 def rows(p: dict, limit: int = ROWS) -> list[list[str]]:
-    """The top ops by self time, as table cells. Self time and FLOPs are per call of the model (all
-    of the op's calls in it together); bytes are one call's inputs, as the peak fractions are."""
+    """The top ops by self time, as table cells. Self time, FLOPs and bytes are per call of the model
+    (all of the op's calls in it together), each op's own: a parent op is not credited with the
+    bytes or FLOPs of the ops it calls (profiles stored before that read "MB in": inputs only)."""
     out = []
     for o in (p.get("ops") or [])[:limit]:
         shapes = " ".join("x".join(map(str, s)) for s in (o.get("shapes") or [])[:3])
         out.append([o.get("op", "?"), o.get("category", "?"), _pct(o.get("share")),
                     _num(o.get("self_ms"), 1.0, "{:.4f}"), str(o.get("calls") or "—"), shapes or "—",
-                    _num(o.get("flops"), 1e9), _num(o.get("bytes_in"), 1e6), _pct(o.get("flops_frac_peak")),
+                    _num(o.get("flops"), 1e9), _num(o.get("bytes", o.get("bytes_in")), 1e6), _pct(o.get("flops_frac_peak")),
                     _pct(o.get("bytes_frac_peak"))])
     return out
 

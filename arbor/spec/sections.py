@@ -31,6 +31,11 @@ class Budget(Strict):
     max_wall_s: float = Field(default=3600, gt=0)
     patience: int | None = Field(default=None, ge=1, description="stop after K steps without a new best")
     target_speedup: float | None = Field(default=None, gt=1)
+    sol_margin: float | None = Field(
+        default=None, gt=0, lt=1,
+        description="kernel targets: stop once the best (the reference included) runs within this margin of "
+                    "its speed of light at the campaign's threads and dtype (0.1: at 90% of it or more) — no "
+                    "candidate can gain more than 1/(1 - margin) there; off by default")
     max_failures_in_row: int = Field(default=8, ge=1)
     max_node_crashes: int = Field(default=3, ge=1, description="a node whose measurement dies this "
                                   "often (run killed/crashed) is failed as crashed_runner")

@@ -18,6 +18,7 @@ from functools import cached_property, partial
 from arbor.agents.contracts import Judgement
 from arbor.agents.critic.gates import Evidence
 from arbor.agents.skills import MoveSpec, SkillSpec
+from arbor.agents.specialists.kernel_heuristic import HeuristicKernelSpecialist
 from arbor.agents.transforms.knobs import canonical_config, parse_config
 from arbor.targets.landscape import Landscape, LandscapeError, Point, load_landscape
 from arbor.targets.numerics_knobs import changes_outputs
@@ -45,7 +46,10 @@ def knob_moves(landscape: Landscape, mode: str) -> list[MoveSpec]:
     """The replayed move space. ``recorded`` reuses the recorded campaign's skill moves (ids,
     priors, families) as knob moves; ``neighbours`` steps ordered numeric knobs by one value and
     sets categorical ones; ``any`` sets every knob to every value. Generated moves carry no domain
-    knowledge: one prior for all, the knob as family."""
+    knowledge: one prior for all, and each move its own family — the values of one knob are
+    alternatives, not correlated arms (an interior optimum makes "up" and "down" answer opposite
+    ways), so one's measurement must not lower another's; the same move below another parent is
+    still informed by its own (docs/architecture.md#scoring)."""
     if mode == "recorded" and landscape.moves:
         out = []
         for m in landscape.moves:
@@ -62,15 +66,28 @@ def knob_moves(landscape: Landscape, mode: str) -> list[MoveSpec]:
             continue
         if mode != "any" and _numeric(k.values):
             for step, word in ((1, "up"), (-1, "down")):
-                out.append(MoveSpec(id=f"{k.name}:{word}", transform="knob_step", family=k.name,
+                out.append(MoveSpec(id=f"{k.name}:{word}", transform="knob_step", family=f"{k.name}:{word}",
                                     params={"knob": k.name, "values": list(k.values), "step": step},
                                     prior=DEFAULT_PRIOR, description=f"{k.name} one value {word}"))
         else:
             for v in k.values:
-                out.append(MoveSpec(id=f"{k.name}:{_label(v)}", transform="knob_set", family=k.name,
+                out.append(MoveSpec(id=f"{k.name}:{_label(v)}", transform="knob_set", family=f"{k.name}:{_label(v)}",
                                     params={"knob": k.name, "value": v}, prior=DEFAULT_PRIOR,
                                     description=f"set {k.name} to {v!r}"))
     return out
+
+
+class ReplaySpecialist(HeuristicKernelSpecialist):
+    """The kernel specialist over knob moves, offering only configurations the landscape recorded:
+    a landscape that leaves a combination out (compiling an already compiled model) says that move
+    does not apply there, as a live transform that returns nothing does."""
+
+    def __init__(self, moves: list[MoveSpec], seed: int, lookup) -> None:  # type: ignore[no-untyped-def]
+        super().__init__(moves, seed)
+        self._lookup = lookup
+
+    def valid(self, new_source: str) -> bool:
+        return self._lookup(new_source) is not None
 
 
 class ReplayAdapter(TargetAdapter):
@@ -103,6 +120,9 @@ class ReplayAdapter(TargetAdapter):
 
     def moves(self, skills: list[SkillSpec]) -> list[MoveSpec]:
         return knob_moves(self.landscape, self.spec.target.moves)
+
+    def heuristic_specialist(self, skills: list[SkillSpec], seed: int, store=None):  # type: ignore[no-untyped-def]
+        return ReplaySpecialist(self.moves(skills), seed, self.lookup)
 
     def lookup(self, source: str) -> Point | None:
         cfg = parse_config(source)

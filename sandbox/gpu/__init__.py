@@ -11,7 +11,9 @@ modules inside, so the GPU code can change shape without touching them:
 * the device check — ``check_device`` (does the device start under the runner's isolation? the
   local runner gets the strongest plan that starts it, or a one-line stop with the fix; cached by
   ``ProbeCache``), ``DeviceProbe`` (its findings), ``DEVICE_JOB`` (the tiny device job);
-* peaks — ``gpu_peak``, ``peak_for``, ``min_time_s``, ``cached_cpu_peak``: the speed-of-light floor.
+* peaks — ``gpu_peak``, ``peak_for`` (the Critic's floor), ``sol_rates`` and ``speed_of_light`` (the
+  campaign's position), ``bandwidth_at``, ``within_peak`` (readings capped by physics), and the
+  per-host cache of measured peaks (``cached_cpu_peak``, ``cached_gpu_peak``, ``store_*``).
 
 Inside: ``clocks`` (the guard), ``control`` (backends), ``smi`` (the command-line backends),
 ``state`` (``GpuState``, throttle bits, ``ClockError``), ``watch`` (throttle sampling under load),
@@ -22,7 +24,9 @@ from __future__ import annotations
 
 from .clocks import ClockGuard, ClockTargets, owner_alive
 from .control import GpuBackend, open_backend
-from .devices import cached_cpu_peak, gpu_peak, min_time_s, peak_for, store_cpu_peak
+from .devices import (ABOVE_PEAK_TOLERANCE, allowed_cores, bandwidth_at, cached_cpu_peak, cached_gpu_peak, flops_at,
+                      gpu_peak, mark_cpu_peak_stale, merge_peaks, min_time_s, peak_for, sol_rates, speed_of_light,
+                      store_cpu_peak, store_gpu_peak, within_peak)
 from .identity import check_identity, device_uuid
 from .probe import DEVICE_JOB, DeviceProbe, check_device
 from .probe_cache import ProbeCache
@@ -30,5 +34,6 @@ from .state import ClockError, GpuState, decode_throttle
 
 __all__ = ["ClockGuard", "ClockTargets", "owner_alive", "GpuBackend", "open_backend", "ClockError",
            "GpuState", "decode_throttle", "check_identity", "device_uuid", "gpu_peak", "peak_for",
-           "min_time_s", "cached_cpu_peak", "store_cpu_peak", "check_device", "DeviceProbe", "DEVICE_JOB",
-           "ProbeCache"]
+           "min_time_s", "cached_cpu_peak", "store_cpu_peak", "cached_gpu_peak", "store_gpu_peak", "sol_rates",
+           "speed_of_light", "bandwidth_at", "flops_at", "within_peak", "ABOVE_PEAK_TOLERANCE", "allowed_cores",
+           "merge_peaks", "mark_cpu_peak_stale", "check_device", "DeviceProbe", "DEVICE_JOB", "ProbeCache"]

@@ -1,11 +1,18 @@
-"""Peak rates per device, for the Critic's speed-of-light floor (reward hack #12 in
-docs/integrity.md#reward-hacks).
+"""Peak rates per device, and what a cost takes at them: the Critic's speed-of-light floor (reward
+hack #12 in docs/integrity.md#reward-hacks), the campaign's speed-of-light position and the
+per-operator rates of bottleneck profiles (docs/architecture.md#stopping).
 
 GPUs come from a table of published dense peaks per board variant (SXM, PCIe, NVL; the superchips
-GH200/GB200 have their own rows). CPUs have no useful public table, so the
-harness measures them once per (host, CPU model, thread count, torch) with a micro-benchmark and
-this module caches the result on disk, merging by maximum: a measurement disturbed by load can
-only make the floor more lenient, never stricter.
+GH200/GB200 have their own rows), plus the rates the harness measures on the board, which the
+position is read against. CPUs have no useful public table, so the harness measures them — a
+bandwidth curve over working-set sizes (each cache level, then DRAM) and a GEMM rate per dtype —
+once per (host, CPU model, cores allowed, torch, intra-op threads), and this module caches the
+result on disk, merging by maximum: a measurement disturbed by load can only make the floor more
+lenient and a profile's fractions lower, never the other way.
+
+Two thread counts matter on a CPU: every core the sandbox allows bounds what any candidate can
+reach (the floor), the campaign's own ``num_threads`` bounds what the campaign is searching at
+(the position: a one-thread campaign at 95% of one thread's stream rate has no headroom there).
 """
 
 from __future__ import annotations
@@ -19,8 +26,10 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-__all__ = ["DevicePeak", "GPU_PEAKS", "gpu_peak", "peak_for", "cpu_key", "cached_cpu_peak",
-           "store_cpu_peak", "min_time_s"]
+__all__ = ["DevicePeak", "GPU_PEAKS", "gpu_peak", "peak_for", "sol_rates", "bandwidth_at", "flops_at",
+           "min_time_s", "speed_of_light", "within_peak", "ABOVE_PEAK_TOLERANCE", "cpu_key", "gpu_key",
+           "cached_cpu_peak", "store_cpu_peak", "cached_gpu_peak", "store_gpu_peak", "allowed_cores",
+           "merge_peaks", "mark_cpu_peak_stale"]
 
 _TB = 1e12
 
@@ -91,8 +100,17 @@ def gpu_peak(name: str | None) -> DevicePeak | None:
     return None
 
 
-def peak_for(fingerprint: dict, dtype: str | None, measured: dict | None) -> dict | None:
-    """{"flops_per_s", "bytes_per_s", "source"} for a measurement, or None when unknown."""
+def peak_for(fingerprint: dict, dtype: str | None, measured: dict | None,
+             nbytes: float | None = None, also: dict | None = None) -> dict | None:
+    """{"flops_per_s", "bytes_per_s", "source"} for the Critic's floor, or None when unknown: a
+    GPU's datasheet row (no honest kernel beats it), a CPU's rates measured on every core the
+    sandbox allows, the bandwidth at the working set ``nbytes`` (a problem larger than the caches
+    streams at DRAM speed) and the fastest FLOP rate of any dtype (lenient: the FLOP floor is
+    opt-in). ``also``: another measured CPU peak (the campaign threads', timed on CPU time, which
+    load does not depress) merged in by maximum, so a floor never gets stricter because the
+    every-core benchmark ran on a busy machine."""
+    if measured and also and not str(fingerprint.get("device") or "cpu").startswith("cuda"):
+        measured = merge_peaks(measured, also)
     device = str(fingerprint.get("device") or "cpu")
     if device.startswith("cuda"):
         p = gpu_peak(fingerprint.get("gpu_name") or fingerprint.get("device_name"))
@@ -100,11 +118,68 @@ def peak_for(fingerprint: dict, dtype: str | None, measured: dict | None) -> dic
             return None
         return {"flops_per_s": p.flops_for(dtype), "bytes_per_s": p.bytes_per_s,
                 "source": f"table:{p.name}"}
-    if measured and measured.get("bytes_per_s"):
+    if measured and (measured.get("bytes_per_s") or measured.get("bandwidth")):
         return {"flops_per_s": float(measured.get("flops_per_s") or 0.0),
-                "bytes_per_s": float(measured["bytes_per_s"]),
-                "source": f"cpu-microbenchmark ({measured.get('source', 'measured')})"}
+                "bytes_per_s": bandwidth_at(measured, nbytes),
+                "source": f"cpu-microbenchmark ({measured.get('source', 'measured')}, "
+                          f"{measured.get('threads') or '?'} threads)"}
     return None
+
+
+def sol_rates(fingerprint: dict, dtype: str | None, measured: dict | None,
+              nbytes: float | None = None) -> dict | None:
+    """The rates a campaign's speed-of-light *position* is read against: on CPU the rates measured
+    at the campaign's own thread count (bandwidth at the working set ``nbytes``, the GEMM rate of
+    ``dtype``); on a GPU the rates the harness measured on the board where it did, else its
+    datasheet row. None when neither is known."""
+    device = str(fingerprint.get("device") or "cpu")
+    if device.startswith("cuda"):
+        if measured and measured.get("bytes_per_s") and measured.get("name"):
+            return {"flops_per_s": flops_at(measured, dtype), "bytes_per_s": float(measured["bytes_per_s"]),
+                    "source": f"measured on {measured['name']}", "threads": None}
+        p = gpu_peak(fingerprint.get("gpu_name") or fingerprint.get("device_name"))
+        if p is None:
+            return None
+        return {"flops_per_s": p.flops_for(dtype), "bytes_per_s": p.bytes_per_s,
+                "source": f"datasheet {p.name}", "threads": None}
+    if measured and (measured.get("bytes_per_s") or measured.get("bandwidth")):
+        t = measured.get("threads")
+        return {"flops_per_s": flops_at(measured, dtype), "bytes_per_s": bandwidth_at(measured, nbytes),
+                "source": f"measured, {t} thread{'s' if t != 1 else ''}" if t else "measured", "threads": t}
+    return None
+
+
+def bandwidth_at(peak: dict, nbytes: float | None) -> float:
+    """The fastest rate a working set of ``nbytes`` can stream at. From a measured curve
+    ([[footprint, bytes/s], ...]): the rate at the largest measured footprint not above ``nbytes``
+    — a larger working set cannot be served by a faster cache level — taken from the curve's
+    monotone envelope (the best rate at that footprint or any larger), so one slow point measured
+    under load never makes it stricter. Without a curve (GPUs, old cache entries): the one figure."""
+    curve = sorted((float(f), float(r)) for f, r in (peak.get("bandwidth") or []) if r)
+    if not curve:
+        return float(peak.get("bytes_per_s") or 0.0)
+    env, best = [], 0.0
+    for fp, r in reversed(curve):
+        best = max(best, r)
+        env.append((fp, best))
+    env.reverse()
+    rate = env[0][1]
+    if nbytes:
+        for fp, r in env:
+            if fp <= nbytes:
+                rate = r
+    return rate
+
+
+def flops_at(peak: dict, dtype: str | None) -> float:
+    """The GEMM rate for ``dtype`` where the peak has one per dtype (half precisions share the
+    bfloat16 figure, anything else falls back to float32's), else the single figure."""
+    table = peak.get("flops") or {}
+    d = (dtype or "float32").lower().replace("torch.", "")
+    if d in ("half", "float16"):
+        d = "float16" if "float16" in table else "bfloat16"
+    rate = table.get(d) or table.get("float32")
+    return float(rate or peak.get("flops_per_s") or 0.0)
 
 
 def min_time_s(flops: float | None, nbytes: float | None, peak: dict) -> float:
@@ -117,11 +192,43 @@ def min_time_s(flops: float | None, nbytes: float | None, peak: dict) -> float:
     return t
 
 
-# ---- CPU peaks, measured by the harness and cached here -----------------------------------
+def speed_of_light(nbytes: float | None, flops: float | None, rates: dict | None) -> dict | None:
+    """The least time ``nbytes`` moved and ``flops`` done can take at ``rates``, with its two
+    parts and which one binds; None when neither part is known."""
+    if not rates:
+        return None
+    memory_s = float(nbytes) / float(rates["bytes_per_s"]) if nbytes and rates.get("bytes_per_s") else 0.0
+    compute_s = float(flops) / float(rates["flops_per_s"]) if flops and rates.get("flops_per_s") else 0.0
+    if max(memory_s, compute_s) <= 0:
+        return None
+    return {"seconds": max(memory_s, compute_s), "memory_s": memory_s, "compute_s": compute_s,
+            "bound": "memory" if memory_s >= compute_s else "compute", "bytes": nbytes, "flops": flops,
+            "bytes_per_s": rates.get("bytes_per_s"), "flops_per_s": rates.get("flops_per_s"),
+            "source": rates.get("source"), "threads": rates.get("threads")}
+
+
+# A fraction of a peak above 1 is physically impossible. Up to this much above, it is the peak's own
+# measurement noise (a stream benchmark run under load, merged by maximum over runs) and is shown
+# as 100%; beyond it the bytes, the time or the peak is wrong, and the reading is reported as a bug.
+ABOVE_PEAK_TOLERANCE = 0.2
+
+
+def within_peak(fraction: float | None, tolerance: float = ABOVE_PEAK_TOLERANCE) -> float | None:
+    """A fraction of a peak as it may be shown: itself up to 1, capped at 1 within ``tolerance``
+    above, None beyond (the caller reports the reading as a bug instead of printing it)."""
+    if fraction is None:
+        return None
+    if fraction <= 1.0:
+        return fraction
+    return 1.0 if fraction <= 1.0 + tolerance else None
+
+
+# ---- measured peaks, cached per host -----------------------------------------------------
 _TTL_S = 30 * 24 * 3600
 # this process's copy: where the cache file cannot be written (a read-only home on a cluster node),
 # the peak is still measured once per process, not once per measurement (a second or two each)
 _MEMO: dict[str, dict] = {}
+_FORMAT = "v2"  # v1 entries (one copy rate over cache-sized buffers, no thread count) are ignored
 
 
 def _cache_path() -> Path:
@@ -140,16 +247,30 @@ def _cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
-def cpu_key() -> str:
-    """The benchmark always uses every core the sandbox may use, so the key has no thread count."""
+def _torch_version() -> str:
     try:
         import torch  # noqa: PLC0415
 
-        tv = torch.__version__
+        return torch.__version__
     except ImportError:
-        tv = "?"
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return f"{socket.gethostname()}|{_cpu_model()}|{cores}|{tv}"
+        return "?"
+
+
+def allowed_cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def cpu_key(threads: int | None = None) -> str:
+    """One entry per (host, CPU model, cores allowed, torch, intra-op threads): a one-thread
+    campaign is read against one thread's stream rate, the floor against every core's."""
+    cores = allowed_cores()
+    return f"{socket.gethostname()}|{_cpu_model()}|{cores}|{_torch_version()}|threads={threads or cores}|{_FORMAT}"
+
+
+def gpu_key() -> str:
+    """One entry per host and torch; the entry names its board, and the harness measures again
+    when the board it runs on is another."""
+    return f"{socket.gethostname()}|gpu|{_torch_version()}|{_FORMAT}"
 
 
 def _load() -> dict:
@@ -160,24 +281,62 @@ def _load() -> dict:
         return {}
 
 
-def cached_cpu_peak(key: str | None = None) -> dict | None:
-    key = key or cpu_key()
+def _fresh(key: str) -> dict | None:
     entry = _load().get(key) or _MEMO.get(key)
-    if not isinstance(entry, dict) or time.time() - float(entry.get("at", 0)) > _TTL_S:
+    if not isinstance(entry, dict) or entry.get("stale") or time.time() - float(entry.get("at", 0)) > _TTL_S:
         return None
-    return {k: entry[k] for k in ("flops_per_s", "bytes_per_s", "threads") if k in entry} | {
-        "source": "cached"}
+    return {k: v for k, v in entry.items() if k != "at"} | {"source": "cached"}
 
 
-def store_cpu_peak(peak: dict, key: str | None = None) -> None:
-    """Merge by maximum and write atomically; a cache that cannot be written is only slower."""
-    key = key or cpu_key()
+def cached_cpu_peak(threads: int | None = None, key: str | None = None) -> dict | None:
+    """The cached CPU peak for ``threads`` intra-op threads (None: every allowed core)."""
+    return _fresh(key or cpu_key(threads))
+
+
+def cached_gpu_peak(key: str | None = None) -> dict | None:
+    return _fresh(key or gpu_key())
+
+
+def merge_peaks(a: dict, b: dict) -> dict:
+    """Two measured peaks of one machine as one, point by point by maximum."""
+    out = _merge(a, b)
+    out.pop("at", None)
+    out["source"] = a.get("source") or b.get("source")
+    out["threads"] = max(int(a.get("threads") or 0), int(b.get("threads") or 0)) or None
+    return out
+
+
+def _merge(old: dict, new: dict) -> dict:
+    """By maximum, point by point: a measurement disturbed by load only ever makes the peak more
+    lenient (a floor that never flags an honest candidate, a profile that never reads above 100%)."""
+    out = {k: v for k, v in new.items() if k not in ("source", "stale")}
+    for k in ("flops_per_s", "bytes_per_s"):
+        out[k] = max(float(new.get(k) or 0), float(old.get(k) or 0))
+    flops = dict(old.get("flops") or {})
+    for k, v in (new.get("flops") or {}).items():
+        flops[k] = max(float(v or 0), float(flops.get(k) or 0))
+    if flops:
+        out["flops"] = flops
+    curve = {int(f): float(r) for f, r in (old.get("bandwidth") or [])}
+    for f, r in new.get("bandwidth") or []:
+        curve[int(f)] = max(float(r), curve.get(int(f), 0.0))
+    if curve:
+        out["bandwidth"] = [[f, r] for f, r in sorted(curve.items())]
+    out["at"] = old.get("at") or time.time()
+    return out
+
+
+def _store(key: str, peak: dict, same) -> None:  # type: ignore[no-untyped-def]
+    """Merge into the entry at ``key`` (when ``same(old)``, else replace) and write atomically; a
+    cache that cannot be written is only slower."""
     data = _load()
-    old = data.get(key) if isinstance(data.get(key), dict) else {}
-    entry = {"flops_per_s": max(float(peak.get("flops_per_s") or 0), float(old.get("flops_per_s") or 0)),
-             "bytes_per_s": max(float(peak.get("bytes_per_s") or 0), float(old.get("bytes_per_s") or 0)),
-             "threads": peak.get("threads"), "at": old.get("at") or time.time()}
-    data[key] = _MEMO[key] = entry
+    old = data.get(key) or _MEMO.get(key)
+    old = old if isinstance(old, dict) else {}
+    data[key] = _MEMO[key] = _merge(old if old and same(old) else {}, peak)
+    _write(data)
+
+
+def _write(data: dict) -> None:
     path = _cache_path()
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -186,6 +345,26 @@ def store_cpu_peak(peak: dict, key: str | None = None) -> None:
         os.replace(tmp, path)
     except OSError:
         pass
+
+
+def mark_cpu_peak_stale(threads: int | None, key: str | None = None) -> None:
+    """A measurement's reference ran faster than the cached peak at its working set: the peak was
+    measured on a busy machine. The next job measures it again (merged by maximum)."""
+    data = _load()
+    k = key or cpu_key(threads)
+    if isinstance(_MEMO.get(k), dict):
+        _MEMO[k]["stale"] = True
+    if isinstance(data.get(k), dict):
+        data[k]["stale"] = True
+        _write(data)
+
+
+def store_cpu_peak(peak: dict, key: str | None = None) -> None:
+    _store(key or cpu_key(peak.get("threads")), peak, lambda old: True)
+
+
+def store_gpu_peak(peak: dict, key: str | None = None) -> None:
+    _store(key or gpu_key(), peak, lambda old: old.get("name") == peak.get("name"))
 
 
 def describe(peak: DevicePeak) -> dict:

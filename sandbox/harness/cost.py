@@ -1,19 +1,33 @@
-"""What a problem must cost at least: bytes moved and FLOPs of the reference, and (on CPU) the
-machine's peak rates measured by a micro-benchmark. The Critic divides one by the other to get a
-speed-of-light time no honest candidate can beat (reward hack #12 in docs/integrity.md#reward-hacks).
+"""What work costs: the bytes and FLOPs a problem (or one profiled operator) must move and do at
+least, and the rates this machine reaches, so that cost over rate is a speed-of-light time.
 
-Standalone (stdlib + torch): shipped beside the harness and loaded by path. The micro-benchmark
-runs before any candidate code is imported and is cached by the host (sandbox/gpu/devices.py), so a
-campaign pays for it once per machine and thread count.
+Three users: the Critic's speed-of-light floor (reward hack #12 in
+docs/integrity.md#reward-hacks) divides the reference's cost by the peak of every core the sandbox
+allows; the campaign's speed-of-light position (docs/architecture.md#stopping) divides it by the
+peak at the campaign's own thread count; and bottleneck profiles (``profile_harness.py``) give
+each operator its own bytes and FLOPs — once: torch.profiler events nest (``aten::relu`` calls
+``aten::clamp_min``), and a parent credited with its children's bytes in its own short self time
+reads far above any peak.
+
+Bytes are lower bounds of the traffic (inputs read once, what an op allocates written once,
+nothing for views), so a rate computed from them can only understate what an op achieved: a
+reading above the peak means the time or the peak is wrong, never the bytes.
+
+Standalone (stdlib + torch): shipped beside the harnesses and loaded by path. The micro-benchmarks
+run before any candidate code is imported and are cached per host (sandbox/gpu/devices.py), so a
+campaign pays for them once per machine and thread count.
 """
 
 from __future__ import annotations
 
+import math
+import os
 import time
 
 import torch
 
 _perf = time.perf_counter
+KIB, MIB, GIB = 1 << 10, 1 << 20, 1 << 30
 
 
 def _nbytes(xs) -> int:  # type: ignore[no-untyped-def]
@@ -52,34 +66,178 @@ def reference_cost(model, xs: list, outs) -> dict:  # type: ignore[no-untyped-de
             "dtype": str(first.dtype).replace("torch.", "") if first is not None else None}
 
 
-def _best(fn, reps: int, trials: int = 3) -> float:  # type: ignore[no-untyped-def]
+# ---- one profiled operator -----------------------------------------------------------------
+# Ops that only make a new view of existing storage (or allocate without writing): no bytes move.
+NO_DATA = frozenset((
+    "view", "_unsafe_view", "reshape", "as_strided", "t", "transpose", "permute", "expand", "expand_as",
+    "unsqueeze", "squeeze", "select", "slice", "narrow", "detach", "alias", "resolve_conj", "resolve_neg",
+    "empty", "empty_like", "empty_strided", "unflatten", "flatten", "contiguous", "to", "type_as", "view_as",
+    "lift_fresh", "split", "split_with_sizes", "chunk", "unbind", "broadcast_tensors", "result_type",
+    "numpy_T", "mT", "movedim", "swapaxes", "unfold", "diagonal", "real", "imag", "_reshape_alias",
+    "item", "_local_scalar_dense", "is_nonzero", "size", "stride", "dim", "set_", "resize_",
+))
+# Ops that read only part of an input (rows picked by an index): only what they write counts.
+PARTIAL_READ = frozenset((
+    "index", "index_select", "gather", "take", "take_along_dim", "embedding", "masked_select", "nonzero",
+    "narrow_copy", "slice_scatter", "select_scatter", "index_put_", "index_put", "_index_put_impl_",
+))
+# torch.profiler's ``input_dtypes`` spellings (c10 scalar type names) -> element size.
+ELEMENT_BYTES = {
+    "float": 4, "double": 8, "c10::Half": 2, "c10::BFloat16": 2, "long int": 8, "int": 4, "short int": 2,
+    "signed char": 1, "unsigned char": 1, "bool": 1, "c10::complex<float>": 8, "c10::complex<double>": 16,
+    "c10::complex<c10::Half>": 4, "c10::Float8_e4m3fn": 1, "c10::Float8_e5m2": 1, "c10::Float8_e4m3fnuz": 1,
+    "c10::Float8_e5m2fnuz": 1, "unsigned short": 2, "unsigned int": 4, "unsigned long": 8,
+}
+
+
+def op_bytes(name: str, shapes: list | None, dtypes: list | None, allocated: int | None,
+             default_size: int = 4) -> int:
+    """Bytes one call of ``name`` moves at least: its tensor inputs read once plus what it
+    allocated (its outputs) written once. Views move nothing; index-style ops count only what they
+    write. Non-tensor arguments ('Scalar', 'ScalarList', lists) have no element size and count
+    nothing; without dtypes every shaped argument gets ``default_size``."""
+    base = name.split("::")[-1].split(".")[0]
+    if base in NO_DATA or name.startswith("["):
+        return 0
+    written = max(0, int(allocated or 0))
+    if base in PARTIAL_READ:
+        return written
+    read = 0
+    for i, shape in enumerate(shapes or []):
+        if not shape or not all(isinstance(d, int) for d in shape):
+            continue  # scalars and non-tensor arguments
+        size = ELEMENT_BYTES.get(dtypes[i]) if dtypes and i < len(dtypes) else default_size
+        if size:
+            read += math.prod(shape) * size
+    return read + written
+
+
+def attribute(own: list[tuple[float, float]], children: list[list[int]]) -> list[tuple[float, float]]:
+    """Each event's *self* bytes and FLOPs from their inclusive estimates (``own[i]`` = (bytes,
+    flops) of event i as if it did all the work its arguments imply; ``children[i]`` = indices of
+    its direct children). A parent keeps only what its children do not account for (never below
+    zero), so a chain relu -> clamp_min credits clamp_min, whose self time did the work, and the
+    sum over a call tree counts every byte once."""
+    out = []
+    for i, (b, f) in enumerate(own):
+        kb = sum(own[c][0] for c in children[i])
+        kf = sum(own[c][1] for c in children[i])
+        out.append((max(0.0, b - kb), max(0.0, f - kf)))
+    return out
+
+
+# ---- machine peaks -----------------------------------------------------------------------------
+def _best(fn, reps: int, trials: int = 3, clock=_perf) -> float:  # type: ignore[no-untyped-def]
     fn()
     best = float("inf")
     for _ in range(trials):
-        t0 = _perf()
+        t0 = clock()
         for _ in range(reps):
             fn()
-        best = min(best, (_perf() - t0) / reps)
+        best = min(best, (clock() - t0) / reps)
     return max(best, 1e-9)
 
 
+def llc_bytes() -> int:
+    """Size of the last-level cache one core sees (Linux sysfs); 32 MiB when unknown."""
+    root = "/sys/devices/system/cpu/cpu0/cache"
+    best = (0, 0)
+    try:
+        for d in os.listdir(root):
+            try:
+                level = int(open(os.path.join(root, d, "level")).read().strip())
+                text = open(os.path.join(root, d, "size")).read().strip().upper()
+            except (OSError, ValueError):
+                continue
+            mult = {"K": KIB, "M": MIB, "G": GIB}.get(text[-1:], 1)
+            size = int(text.rstrip("KMG") or 0) * mult
+            best = max(best, (level, size))
+    except OSError:
+        pass
+    return best[1] or 32 * MIB
+
+
+def footprints(llc: int) -> list[int]:
+    """Working-set sizes (bytes moved per call) the bandwidth curve is measured at: one per cache
+    level and two well beyond the last-level cache, where only DRAM can serve."""
+    big = min(GIB, max(128 * MIB, 8 * llc))
+    return sorted({32 * KIB, 256 * KIB, 2 * MIB, max(3 * MIB, llc // 4), max(4 * MIB, llc // 2), 2 * llc, big})
+
+
 def measure_cpu_peak(threads: int) -> dict:
-    """Best copy bandwidth over cache-resident to DRAM-sized buffers and best GEMM rate in fp32
-    and bf16, on every core the sandbox allows: the *highest* rates are wanted, so that the floor
-    derived from them errs on the side of never flagging an honest candidate."""
+    """Stream-like bandwidth per working-set size and the GEMM (FMA) rate per dtype, with
+    ``threads`` intra-op threads. Bandwidth: the best of copy (2 buffers) and triad
+    (``c = b + s*a``, 3 buffers) at each footprint, bytes counted as each kernel must move them;
+    the largest footprint is the DRAM stream rate (``bytes_per_s``). The highest rates are wanted:
+    a floor derived from them never flags an honest candidate, and a profile read against them
+    never shows an op above 100%. One thread is timed on its own CPU time, as the harness times
+    one-thread work (other processes' load would otherwise stretch the peak's time but not the
+    measurement's, and a reference would read above its speed of light); more threads on wall time."""
     old = torch.get_num_threads()
     torch.set_num_threads(max(1, threads))
+    clock = time.thread_time if threads <= 1 else _perf
     try:
-        bw = 0.0
-        for nbytes in (1 << 15, 1 << 17, 1 << 19, 1 << 21, 1 << 23):
-            a = torch.ones(nbytes // 4)
+        llc = llc_bytes()
+        curve = []
+        for fp in footprints(llc):
+            reps = max(1, min(1000, int(5e8 // fp)))
+            a = torch.ones(fp // 8)
             b = torch.empty_like(a)
-            reps = max(2, min(400, int(4e7 // nbytes)))
-            bw = max(bw, 2 * nbytes / _best(lambda: b.copy_(a), reps))
-        flops = 0.0
-        for dtype, n in ((torch.float32, 384), (torch.bfloat16, 256)):
-            m = torch.randn(n, n).to(dtype)
-            flops = max(flops, 2 * n ** 3 / _best(lambda: torch.mm(m, m), 3))
+            rate = 2 * a.numel() * 4 / _best(lambda: b.copy_(a), reps, clock=clock)
+            del a, b
+            x = torch.ones(fp // 12)
+            y, z = torch.ones_like(x), torch.empty_like(x)
+            rate = max(rate, 3 * x.numel() * 4 / _best(lambda: torch.add(y, x, alpha=3.0, out=z), reps, clock=clock))
+            del x, y, z
+            curve.append([fp, rate])
+        flops = {}
+        for dtype, name in ((torch.float32, "float32"), (torch.bfloat16, "bfloat16")):
+            best = 0.0
+            for n in (256, 512):
+                m = torch.randn(n, n).to(dtype)
+                best = max(best, 2 * n ** 3 / _best(lambda: torch.mm(m, m), 2, clock=clock))
+            flops[name] = best
     finally:
         torch.set_num_threads(old)
-    return {"flops_per_s": flops, "bytes_per_s": bw, "threads": threads, "source": "measured"}
+    return {"threads": threads, "bandwidth": curve, "bytes_per_s": curve[-1][1], "llc_bytes": llc,
+            "flops": flops, "flops_per_s": max(flops.values()), "source": "measured"}
+
+
+def measure_gpu_peak(device) -> dict | None:  # type: ignore[no-untyped-def]
+    """A quick measured copy bandwidth and GEMM rate (float32 without TF32, bfloat16) on a CUDA
+    device, timed with CUDA events: what this board reaches in practice, beside its datasheet row.
+    None when it cannot be measured (too little free memory, no CUDA)."""
+    try:
+        dev = torch.device(device)
+        name = torch.cuda.get_device_name(dev)
+
+        def timed(fn, reps: int) -> float:  # type: ignore[no-untyped-def]
+            fn()
+            torch.cuda.synchronize(dev)
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            best = float("inf")
+            for _ in range(3):
+                start.record()
+                for _ in range(reps):
+                    fn()
+                end.record()
+                end.synchronize()
+                best = min(best, start.elapsed_time(end) / 1e3 / reps)
+            return max(best, 1e-9)
+
+        n = 64 * MIB  # float32 elements: 256 MiB per buffer, far beyond any L2
+        a = torch.ones(n, device=dev)
+        b = torch.empty_like(a)
+        bw = 2 * n * 4 / timed(lambda: b.copy_(a), 10)
+        del a, b
+        flops = {}
+        for dtype, name_, size in ((torch.float32, "float32", 4096), (torch.bfloat16, "bfloat16", 8192)):
+            m = torch.randn(size, size, device=dev).to(dtype)
+            flops[name_] = 2 * size ** 3 / timed(lambda: torch.mm(m, m), 5)
+            del m
+        flops["float16"] = flops["bfloat16"]
+        torch.cuda.empty_cache()
+    except Exception:  # noqa: BLE001 - a peak is advice for reports; the table still bounds the floor
+        return None
+    return {"name": name, "bytes_per_s": bw, "flops": flops, "flops_per_s": max(flops.values()),
+            "source": "measured"}

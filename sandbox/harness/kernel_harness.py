@@ -321,6 +321,25 @@ class Harness:
         self.checker.quiet_window(self.audit)
         phases["after_timing"] = time.perf_counter() - t_after  # checks, the quiet window
 
+    def measure_peaks(self, fp: dict) -> None:
+        """The peaks the request did not bring from the host's cache: on CPU every allowed core's
+        (the Critic's floor) and the campaign threads' (its speed-of-light position), one
+        measurement when the two are the same; on a GPU the board's measured rates, again when
+        the cached ones are another board's."""
+        req, facts = self.req, self.facts
+        if self.cuda:
+            sol = facts.get("sol_peak") or {}
+            if req.get("measure_sol_peak") and sol.get("name") != self.torch.cuda.get_device_name(self.device):
+                facts["sol_peak"] = cost.measure_gpu_peak(self.device)
+            return
+        cores = int(fp.get("cpu_affinity") or 1)
+        threads = int(req.get("num_threads") or cores)
+        if not facts.get("peak") and req.get("measure_peak"):
+            facts["peak"] = cost.measure_cpu_peak(cores)
+        if not facts.get("sol_peak") and req.get("measure_sol_peak"):
+            same = facts.get("peak") and facts["peak"].get("threads") == threads
+            facts["sol_peak"] = facts["peak"] if same else cost.measure_cpu_peak(threads)
+
     def run(self) -> None:
         torch, req = self.torch, self.req
         if req.get("num_threads"):
@@ -331,10 +350,9 @@ class Harness:
             if self.cuda:
                 torch.empty(1, device=self.device)  # create the context the L2 controls act on
                 self.l2.reset()
-        self.facts["peak"] = req.get("peak")
-        if not self.cuda and not req.get("peak") and req.get("measure_peak"):
-            with self.timed("peak"):
-                self.facts["peak"] = cost.measure_cpu_peak(fp["cpu_affinity"] or 1)
+        self.facts["peak"], self.facts["sol_peak"] = req.get("peak"), req.get("sol_peak")
+        with self.timed("peak"):  # before the candidate exists: nothing it does can touch them
+            self.measure_peaks(fp)
         self.checkpoint("import")
         with torch.no_grad():
             with self.timed("import"):

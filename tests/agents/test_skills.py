@@ -44,11 +44,29 @@ def test_all_shipped_skills_load_with_real_bodies() -> None:
     for skill in skills:
         assert 20 <= len(skill.body.splitlines()) <= 60, skill.name
         assert skill.summary and not skill.body.startswith("---")
-        assert all(m.family == skill.name for m in skill.moves)
+        assert all(m.family for m in skill.moves)
         if skill.kind == "soft":
             assert skill.domain == "any" and not skill.moves
     ids = [m.id for s in skills for m in s.moves]
     assert len(ids) == len(set(ids))
+
+
+def test_shipped_families_are_correlated_arms() -> None:
+    """A family shares one posterior (agents/priors.py): its members must answer alike. So the
+    compile variants are one family, thread counts another, and no family pushes one knob both up
+    and down (an interior optimum makes those answer opposite ways)."""
+    moves = {m.id: m for s in load_skills() for m in s.moves}
+    compile_ids = {"compile-default", "compile-max-autotune", "compile-epilogue-fusion",
+                   "compile-coordinate-descent", "compile-freezing"}
+    assert {moves[i].family for i in compile_ids} == {"torch-compile"}
+    assert moves["threads-1"].family == moves["threads-2"].family == "threads"
+    assert moves["inference-mode"].family != moves["threads-1"].family  # one skill, two mechanisms
+    assert moves["channels-last"].family == moves["graph-channels-last-conv"].family
+    directions: dict[tuple[str, str], set[bool]] = {}
+    for m in moves.values():
+        if m.transform == "knob_scale":
+            directions.setdefault((m.family, m.params["knob"]), set()).add(m.params["factor"] > 1)
+    assert directions and all(len(up) == 1 for up in directions.values()), directions
 
 
 def test_shipped_fused_activation_moves_fire_and_keep_numerics() -> None:

@@ -7,13 +7,14 @@ from arbor.report.render import render_html, render_markdown
 from arbor.sandbox.profiling import summarize
 from arbor.search_tree import open_store
 
-PEAK = {"flops_per_s": 1e11, "bytes_per_s": 2e10, "source": "test-cpu"}
+PEAK = {"flops_per_s": 5e11, "bytes_per_s": 2e10, "source": "test-cpu"}
+MOVED = (256 * 512 + 512 * 512 + 256 * 512) * 4  # its own bytes: inputs read, output written
 
 
 def _raw(first: str, first_us: float) -> dict:
     return {"call_ms": 1.25, "iters": 10, "ops": [
         {"name": f"aten::{first}", "calls": 1, "self_us": first_us, "shapes": [[256, 512], [512, 512]],
-         "flops": 2 * 256 * 512 * 512},
+         "flops": 2 * 256 * 512 * 512, "bytes": MOVED, "footprint": MOVED},
         {"name": "aten::gelu", "calls": 1, "self_us": 200.0, "shapes": [[256, 512]], "flops": None},
         {"name": "aten::add", "calls": 2, "self_us": 100.0, "shapes": [[256, 512], [256, 512]], "flops": None}]}
 
@@ -59,15 +60,26 @@ def test_the_report_shows_the_baseline_and_the_latest_best_profile(tmp_path):
     secs = 700e-6
     flops = 2 * 256 * 512 * 512
     assert f"| {share:.1%} |" in top and f"| {flops / 1e9:.3g} |" in top
-    assert f"| {(256 * 512 + 512 * 512) * 4 / 1e6:.3g} |" in top
-    assert f"| {flops / secs / 1e11:.1%} |" in top
+    assert f"| {MOVED / 1e6:.3g} |" in top
+    assert f"| {flops / secs / 5e11:.1%} |" in top
     assert "dominant op aten::addmm (compute-bound against the peaks)" in section
-    assert "device peaks 100 GFLOP/s, 20 GB/s (test-cpu)" in section
+    assert "read against 500 GFLOP/s, 20 GB/s stream (test-cpu)" in section
     assert "time by kind: gemm 70%, elementwise 30%" in section
     # the latest best's profile had no known peaks: it says so, and its fractions are blank
     assert "device peaks unknown" in section
     bmm = next(line for line in section.splitlines() if line.startswith("| aten::bmm "))
     assert bmm.rstrip(" |").endswith("— | —")
+
+
+def test_an_impossible_reading_is_a_bug_in_the_caption_not_a_number(tmp_path):
+    raw = _raw("addmm", 700.0)
+    raw["ops"][0]["self_us"] = 1e6 * MOVED / 2e10 / 10  # ten times the peak bandwidth
+    p = summarize(raw, "float32", PEAK)
+    w, nodes = _campaign(tmp_path, [("root", "baseline", p)])
+    section = render_markdown(load(w, w.get_campaign("prof")), {}, {}, "now").split("## Bottleneck profile", 1)[1]
+    assert "BUG — impossible readings, not shown: " in section and "aten::addmm read 1000% of peak bandwidth" in section
+    top = next(line for line in section.splitlines() if line.startswith("| aten::addmm "))
+    assert top.rstrip(" |").endswith("— | —") or "1000" not in top
 
 
 def test_a_failed_profile_is_a_caption_and_no_profile_no_section(tmp_path):
