@@ -24,7 +24,7 @@ __all__ = ["KernelRequest", "KernelMeasurement", "measure_kernel", "measure_kern
 
 HARNESS_PATH = Path(__file__).parent / "harness" / "kernel_harness.py"
 # Shipped beside the harness and loaded by path in the child (never imported from Arbor there).
-HARNESS_MODULES = ("kernel_checks.py", "integrity.py", "process_state.py", "liveness.py", "timing.py",
+HARNESS_MODULES = ("kernel_checks.py", "integrity.py", "process_state.py", "registries.py", "liveness.py", "timing.py",
                    "cost.py", "fingerprint.py", "correctness.py", "batch.py", "allocator.py")
 ERROR_CLASSES = ("compile_error", "runtime_error", "timeout", "oom", "incorrect", "hack_suspected",
                  "harness_error")
