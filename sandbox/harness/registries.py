@@ -65,7 +65,7 @@ _DEFAULTS = (signal.default_int_handler, signal.SIG_DFL, signal.SIG_IGN)
 
 
 def _label(key, obj) -> str:  # type: ignore[no-untyped-def]
-    if obj is None or obj is False or isinstance(obj, dict) or any(obj is d for d in _DEFAULTS):
+    if obj is None or isinstance(obj, dict) or any(obj is d for d in _DEFAULTS):
         return ""
     if isinstance(key, int) and key > 0 and not isinstance(obj, _PLAIN):  # a signal number
         try:
