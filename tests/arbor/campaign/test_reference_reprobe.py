@@ -62,9 +62,11 @@ def test_a_machine_slowed_after_the_baseline_is_reprobed_and_the_candidate_judge
     assert summary.speedup and summary.speedup > 1.9
 
 
-def test_a_candidate_that_slows_its_own_reference_is_still_rejected(tmp_path):
-    """The fresh baseline runs at its usual 1.0 s: the slow reference was the candidate's doing."""
+def test_a_candidate_that_slows_its_own_reference_is_named_a_hack(tmp_path):
+    """The fresh baseline runs at its usual 1.0 s: the slow reference (1.8 s) was the candidate's
+    doing, and the diagnosis says so with the factor instead of blaming the machine (issue 27)."""
     summary, cand, root_purposes, reprobes = _campaign(tmp_path, _landscape(tmp_path, [_run(1.0, 1.0)] * 2))
     assert "reference" in root_purposes and reprobes and reprobes[0].payload["after_s"] < 1.1
-    assert cand.state == "rejected" and cand.diagnosis == "env_drift"
+    assert cand.state == "rejected" and cand.diagnosis == "hack_suspected"
+    assert "reference slowed inside the candidate's process (x1.80)" in cand.reason
     assert (summary.speedup or 1.0) == 1.0
