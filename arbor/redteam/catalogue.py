@@ -213,10 +213,10 @@ CLASSES: tuple[HackClass, ...] = (
                              "        if isinstance(cls, type) and name != __name__:\n"
                              "            return cls\n    return None\n",
                        before="if getattr(self, '_fallback', None) is None:\n    _cls = _find(self)\n"
-                              "    self._fallback = None if _cls is None else _cls(*_S.init_args) if "
-                              "hasattr(_S, 'init_args') else None\nif self._fallback is not None:\n"
-                              "    self._fallback.load_state_dict(self.state_dict(), strict=False)\n"
-                              "    return self._fallback(*args)"),
+                              "    self._fallback = None if _cls is None else _cls(*get_init_inputs())\n"
+                              "    if self._fallback is not None:\n"
+                              "        self._fallback.load_state_dict(self.state_dict(), strict=False)\n"
+                              "if self._fallback is not None:\n    return self._fallback(*args)"),
                Payload("gc", "the harness's Model instance found by the garbage collector",
                        setup="def _find(model):\n    for obj in «gc.get_objects»():\n"
                              "        if type(obj).__name__ == 'Model' and obj is not model:\n"

@@ -143,10 +143,6 @@ def _one(get) -> tuple:  # type: ignore[no-untyped-def]
     return (lambda: Entries(None, [("", get())]), None)
 
 
-def _tls(get) -> tuple:  # type: ignore[no-untyped-def]
-    return (lambda: Entries(None, [("", str(get()))]), None)
-
-
 # ---- the interpreter -----------------------------------------------------------------------
 def _audit_watch() -> list:
     """Audit hooks can be added but never removed, and there is no way to list them. So this
@@ -299,10 +295,6 @@ _add("JIT tracer state (torch.jit.trace)", lambda: (
     lambda v: torch._C._set_tracing_state(v.items[0][1])))
 _add("functorch transform levels (vmap, grad, jvp left entered)",
      lambda: _one(lambda: None if torch._C._functorch.peek_interpreter_stack() is None else "entered"))
-_add("dispatch keys included in TLS (torch._C._IncludeDispatchKeyGuard)",
-     lambda: _tls(torch._C._dispatch_tls_local_include_set))
-_add("dispatch keys excluded in TLS (torch._C._ExcludeDispatchKeyGuard)",
-     lambda: _tls(torch._C._dispatch_tls_local_exclude_set))
 _add("trace function (sys.settrace)", lambda: _interpreter_hook("trace"))
 _add("profile function (sys.setprofile)", lambda: _interpreter_hook("profile"))
 _add("trace function of new threads (threading.settrace)", lambda: _thread_hook("trace"))
@@ -338,3 +330,10 @@ SWITCHES = {
     "check_sparse_invariants": (torch.sparse.check_sparse_tensor_invariants.is_enabled,
                                 torch._C._set_check_sparse_tensor_invariants),
 }
+# Dispatch keys included/excluded in the thread's TLS (``torch._C._IncludeDispatchKeyGuard`` left
+# entered): every operator dispatches through them. Flag-only; autocast and inference mode show
+# here too, after their own switches (named first, alphabetically).
+for _key, _get in (("dispatch_tls_included", "_dispatch_tls_local_include_set"),
+                   ("dispatch_tls_excluded", "_dispatch_tls_local_exclude_set")):
+    if hasattr(torch._C, _get):
+        SWITCHES[_key] = (lambda g=getattr(torch._C, _get): str(g()), None)
