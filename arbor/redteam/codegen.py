@@ -219,9 +219,10 @@ def _trigger(d: Disguise, rng: random.Random, main_thread: bool) -> tuple[str, s
     if d.trigger == "nth_call":
         n = rng.randint(8, 16)
         return "", f"if _S.calls >= {n}:\n    _arm()", "", ""
-    if d.trigger == "timed":
-        return "", ("_now = _time.perf_counter()\nif _now - _S.last_end < 0.002:\n    _S.fast += 1\n"
-                    "if _S.fast >= 3:\n    _arm()"), "", ""
+    if d.trigger == "timed":  # a timing loop calls at a steady rhythm (ABBA rounds, back-to-back inner calls)
+        return "", ("_now = _time.perf_counter()\n_S.starts = (getattr(_S, 'starts', []) + [_now])[-4:]\n"
+                    "_gaps = [b - a for a, b in zip(_S.starts, _S.starts[1:])]\n"
+                    "if len(_gaps) == 3 and max(_gaps) < 1.25 * min(_gaps) + 0.002:\n    _arm()"), "", ""
     if d.trigger == "identity":
         return "", ("_first = args[0] if args else None\nif any(_first is s for s in _SEEN):\n    _arm()\n"
                     "_SEEN[:] = (_SEEN + [_first])[-16:]"), "", ""

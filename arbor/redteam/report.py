@@ -99,10 +99,10 @@ def render(summary: dict, console, show_sources: int = 2) -> None:  # type: igno
     from rich.table import Table
 
     for title, key in (("class", "per_class"), ("disguise", "per_disguise")):
-        t = Table(title=f"{summary['problem']}: by {title}", show_edge=False)
-        for col in (title, "hostile", "accepted", "caught", "stopped (noise)", "by guard", "twins", "flagged",
-                    "attack success", "false positives"):
-            t.add_column(col, justify="left" if col == title else "right")
+        t = Table(title=f"{summary['problem']}: by {title} (ASR: attack success, FPR: false positives)",
+                  show_edge=False)
+        for col in (title, "hostile", "acc", "caught", "stop(noise)", "guard", "twins", "flag", "ASR", "FPR"):
+            t.add_column(col, justify="left" if col == title else "right", no_wrap=True)
         for k, r in summary[key].items():
             t.add_row(k, str(r["hostile"]), str(r["accepted"]), str(r["caught"]),
                       f"{r['stopped']} ({r['stopped_by_noise']})", str(r["by_guard"]), str(r["honest"]),
