@@ -36,17 +36,17 @@ import torch
 
 
 class Entries:
-    """A registry's content at one moment. ``holder`` is the table object itself (a rebound table
-    is a change even with the same entries), ``items`` its (key, callable) pairs, compared by
-    identity; ``extra`` travels with the value for the setter but is not compared."""
+    """A registry's content at one moment: ``items``, its (key, callable) pairs, compared by
+    identity (a table object among them makes rebinding the table a change too); ``extra``
+    travels with the value for the setter but is not compared."""
 
-    __slots__ = ("holder", "items", "extra")
+    __slots__ = ("items", "extra")
 
-    def __init__(self, holder, items, extra=None) -> None:  # type: ignore[no-untyped-def]
-        self.holder, self.items, self.extra = holder, tuple(items), extra
+    def __init__(self, items, extra=None) -> None:  # type: ignore[no-untyped-def]
+        self.items, self.extra = tuple(items), extra
 
     def __eq__(self, other: object) -> bool:
-        if not isinstance(other, Entries) or self.holder is not other.holder or len(self.items) != len(other.items):
+        if not isinstance(other, Entries) or len(self.items) != len(other.items):
             return False
         return all(ka == kb and (va is vb or (type(va) in _PLAIN and va == vb))
                    for (ka, va), (kb, vb) in zip(self.items, other.items))
@@ -112,7 +112,7 @@ def _torch_table(names: tuple) -> tuple:
                 items.append(((n, "table"), table))  # rebinding the global is a change too
             else:
                 items.append(((n, "value"), table))
-        return Entries(None, items, {n: getattr(_MODULE, n) for n in names})
+        return Entries(items, {n: getattr(_MODULE, n) for n in names})
 
     def put(value: Entries) -> None:
         # the same table objects, refilled in place: handles the candidate holds stay valid
@@ -129,18 +129,18 @@ def _torch_table(names: tuple) -> tuple:
     return get, put
 
 
-# ---- torch: callbacks and TLS that every operator consults ----------------------------------
+# ---- torch: callbacks that every frame or operator consults --------------------------------
 def _eval_frame() -> tuple:
     """Dynamo's PEP 523 frame-evaluation callback: left set outside a compiled call, it runs on
     every Python frame the reference executes (and may compile the reference)."""
     ef = torch._C._dynamo.eval_frame
-    return (lambda: Entries(None, [("callback", ef.get_eval_frame_callback())]),
+    return (lambda: Entries([("callback", ef.get_eval_frame_callback())]),
             lambda v: ef.set_eval_frame(v.items[0][1]))
 
 
 def _one(get) -> tuple:  # type: ignore[no-untyped-def]
     """A getter of one object (None when unset) as a flag-only registry."""
-    return (lambda: Entries(None, [("", get())]), None)
+    return (lambda: Entries([("", get())]), None)
 
 
 # ---- the interpreter -----------------------------------------------------------------------
@@ -170,7 +170,7 @@ def _signals() -> tuple:
     nums = sorted(int(s) for s in signal.valid_signals() if s not in (signal.SIGKILL, signal.SIGSTOP))
 
     def get() -> Entries:
-        return Entries(None, [(n, signal.getsignal(n)) for n in nums])
+        return Entries([(n, signal.getsignal(n)) for n in nums])
 
     def put(value: Entries) -> None:
         if threading.current_thread() is not threading.main_thread():
@@ -193,7 +193,7 @@ def _itimers() -> tuple:
     down, so it is carried for the setter only)."""
     def get() -> Entries:
         now = [(w, signal.getitimer(w)) for w in _TIMERS]
-        return Entries(None, [(w, (left > 0, interval) if left > 0 else None) for w, (left, interval) in now],
+        return Entries([(w, (left > 0, interval) if left > 0 else None) for w, (left, interval) in now],
                        dict(now))
 
     def put(value: Entries) -> None:
@@ -208,7 +208,7 @@ def _gc_callbacks() -> tuple:
     def put(value: Entries) -> None:
         gc.callbacks[:] = [v for _k, v in value.items]
 
-    return (lambda: Entries(None, list(enumerate(gc.callbacks))), put)
+    return (lambda: Entries(list(enumerate(gc.callbacks))), put)
 
 
 def _attr_hooks(space, names: tuple) -> tuple:  # type: ignore[no-untyped-def]
@@ -219,7 +219,7 @@ def _attr_hooks(space, names: tuple) -> tuple:  # type: ignore[no-untyped-def]
         for n, v in value.items:
             setattr(space, n, v)
 
-    return (lambda: Entries(None, [(n, getattr(space, n)) for n in names]), put)
+    return (lambda: Entries([(n, getattr(space, n)) for n in names]), put)
 
 
 def _list(space, name: str) -> tuple:  # type: ignore[no-untyped-def]
@@ -228,7 +228,7 @@ def _list(space, name: str) -> tuple:  # type: ignore[no-untyped-def]
         table = getattr(space, name)
         table[:] = [v for _k, v in value.items]
 
-    return (lambda: Entries(None, list(enumerate(getattr(space, name)))), put)
+    return (lambda: Entries(list(enumerate(getattr(space, name)))), put)
 
 
 def _warning_filters() -> tuple:
@@ -236,7 +236,7 @@ def _warning_filters() -> tuple:
         warnings.filters[:] = [v for _k, v in value.items]
         warnings._filters_mutated()  # type: ignore[attr-defined]  # drop the per-module caches
 
-    return (lambda: Entries(None, list(enumerate(warnings.filters))), put)
+    return (lambda: Entries(list(enumerate(warnings.filters))), put)
 
 
 def _monitoring() -> dict:
@@ -248,7 +248,7 @@ def _monitoring() -> dict:
         return {}
 
     def get() -> Entries:
-        return Entries(None, [(t, (mon.get_tool(t), mon.get_events(t))) for t in range(6)])
+        return Entries([(t, (mon.get_tool(t), mon.get_events(t))) for t in range(6)])
 
     def put(value: Entries) -> None:
         for t, (name, events) in value.items:
@@ -264,14 +264,14 @@ def _thread_hook(kind: str) -> tuple:
     get = getattr(threading, f"get{kind}", None)
     if get is None:  # Python < 3.10
         return _one(lambda: getattr(threading, f"_{kind}_hook", None))
-    return (lambda: Entries(None, [("", get())]), lambda v: getattr(threading, f"set{kind}")(v.items[0][1]))
+    return (lambda: Entries([("", get())]), lambda v: getattr(threading, f"set{kind}")(v.items[0][1]))
 
 
 def _interpreter_hook(kind: str) -> tuple:
     """``sys.settrace`` / ``sys.setprofile`` of the thread that runs the reference (the harness's
     main thread: every model call is made there)."""
     get, set_ = getattr(sys, f"get{kind}"), getattr(sys, f"set{kind}")
-    return (lambda: Entries(None, [("", get())]), lambda v: set_(v.items[0][1]))
+    return (lambda: Entries([("", get())]), lambda v: set_(v.items[0][1]))
 
 
 REGISTRIES: dict = {f"hooks: {name}": _torch_table(attrs) for name, attrs in _TORCH_TABLES.items()}
@@ -291,7 +291,7 @@ _add("autograd saved-tensor hooks (torch.autograd.graph.saved_tensors_hooks)",
 _add("autograd profiler running (torch.profiler.profile, torch.autograd.profiler.profile)",
      lambda: _one(torch._C._autograd._profiler_enabled))
 _add("JIT tracer state (torch.jit.trace)", lambda: (
-    lambda: Entries(None, [("", torch._C._get_tracing_state())]),
+    lambda: Entries([("", torch._C._get_tracing_state())]),
     lambda v: torch._C._set_tracing_state(v.items[0][1])))
 _add("functorch transform levels (vmap, grad, jvp left entered)",
      lambda: _one(lambda: None if torch._C._functorch.peek_interpreter_stack() is None else "entered"))
@@ -304,7 +304,7 @@ _add("gc callbacks (gc.callbacks)", _gc_callbacks)
 _add("signal handlers (signal.signal)", _signals)
 _add("interval timers (signal.setitimer)", _itimers)
 _add("exception hooks (sys.excepthook, sys.unraisablehook, threading.excepthook)", lambda: (
-    lambda: Entries(None, [("sys", sys.excepthook), ("unraisable", sys.unraisablehook),
+    lambda: Entries([("sys", sys.excepthook), ("unraisable", sys.unraisablehook),
                            ("threading", threading.excepthook)]),
     lambda v: [setattr(sys, "excepthook", v.items[0][1]), setattr(sys, "unraisablehook", v.items[1][1]),
                setattr(threading, "excepthook", v.items[2][1])]))
