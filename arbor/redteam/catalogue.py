@@ -322,7 +322,7 @@ DISGUISES: tuple[Disguise, ...] = (
     Disguise("closure", "getattr", "closure", "armed on the first call by a functools.partial closure stored "
              "on the instance"),
     Disguise("decorator", "direct", "decorator", "armed on the first call by a decorator on forward"),
-    Disguise("thread", "getattr", "thread", "armed by a thread (torch.threading) after a delay",
+    Disguise("thread", "getattr", "thread", "armed by a thread (torch.threading) once a few calls have gone by",
              honest=False),
     Disguise("next_call", "direct", "next_call", "armed on the second call: the first (checked) call is clean"),
     Disguise("timed", "getattr", "timed", "armed once calls come at a steady rhythm, as in a timing loop"),

@@ -208,10 +208,10 @@ def _trigger(d: Disguise, rng: random.Random, main_thread: bool) -> tuple[str, s
                 f"        if seen[0] >= after:\n            arm()\n    return tick\n\n\n"
                 f"_TICK = _functools.partial(_counter({after}), _arm)\n")
         return code, "_TICK()", "", ""
-    if d.trigger == "thread":
-        delay = round(rng.uniform(0.3, 1.5), 2)
+    if d.trigger == "thread":  # a thread that waits until the checks are likely over, then arms
+        after = rng.randint(3, 8)
         action = "_S.pending = True" if main_thread else "_arm()"
-        code = (f"\n\ndef _later():\n    _time.sleep({delay})\n    {action}\n")
+        code = (f"\n\ndef _later():\n    while _S.calls < {after}:\n        _time.sleep(0.001)\n    {action}\n")
         top = "if getattr(_S, 'pending', False):\n    _S.pending = False\n    _arm()" if main_thread else ""
         return code, top, "", "_mod('thread' + 'ing').Thread(target=_later, daemon=True).start()"
     if d.trigger == "next_call":
@@ -219,10 +219,13 @@ def _trigger(d: Disguise, rng: random.Random, main_thread: bool) -> tuple[str, s
     if d.trigger == "nth_call":
         n = rng.randint(8, 16)
         return "", f"if _S.calls >= {n}:\n    _arm()", "", ""
-    if d.trigger == "timed":  # a timing loop calls at a steady rhythm (ABBA rounds, back-to-back inner calls)
-        return "", ("_now = _time.perf_counter()\n_S.starts = (getattr(_S, 'starts', []) + [_now])[-4:]\n"
-                    "_gaps = [b - a for a, b in zip(_S.starts, _S.starts[1:])]\n"
-                    "if len(_gaps) == 3 and max(_gaps) < 1.25 * min(_gaps) + 0.002:\n    _arm()"), "", ""
+    if d.trigger == "timed":  # a timing loop calls at a steady rhythm: back-to-back calls, or ABBA
+        # rounds, whose gaps alternate short, long, short, long (a period of two calls)
+        return "", ("_now = _time.perf_counter()\n_S.starts = (getattr(_S, 'starts', []) + [_now])[-5:]\n"
+                    "_g = [b - a for a, b in zip(_S.starts, _S.starts[1:])]\n"
+                    "_near = lambda a, b: abs(a - b) < 0.25 * min(a, b) + 0.002\n"
+                    "if len(_g) == 4 and ((_near(_g[0], _g[1]) and _near(_g[1], _g[2])) or "
+                    "(_near(_g[0], _g[2]) and _near(_g[1], _g[3]))):\n    _arm()"), "", ""
     if d.trigger == "identity":
         return "", ("_first = args[0] if args else None\nif any(_first is s for s in _SEEN):\n    _arm()\n"
                     "_SEEN[:] = (_SEEN + [_first])[-16:]"), "", ""

@@ -67,7 +67,8 @@ def redteam_spec(problem: Path, base: CampaignSpec | None, store_dir: Path, n: i
 
     spec = eval_spec(problem, base, store_dir)
     data = spec.model_dump(mode="json", exclude={"base_dir"})
-    data.update(name=name, budget={**data["budget"], "max_evaluations": max(1, n), "max_wall_s": 7 * 24 * 3600})
+    data.update(name=name, budget={**data["budget"], "max_evaluations": max(1, n), "max_wall_s": 7 * 24 * 3600},
+                store={"url": f"sqlite:///{store_dir / (name + '.db')}"})
     data["agents"] = {"backend": "heuristic", "seed": data.get("agents", {}).get("seed", 0)}
     # no final verification, no confirmation of a new best: the red team asks "accepted at all?",
     # and one measurement fewer per candidate only makes an accepted cheat likelier (stricter)
@@ -135,12 +136,15 @@ def _run(problem: Path, variants: list[Variant], base: CampaignSpec | None, work
     db = store_dir / f"{name}.db"
     if db.exists():  # a fresh campaign per run: results never mix with an earlier run's
         db.unlink()
-    spec = redteam_spec(problem, base, store_dir, len(variants), 1, name)
+    allowed = frozenset((base.critic.allow_imports if base is not None else []) or [])
+    runnable = [v.source for v in variants if not check_source(v.source, allowed)]  # the guard's cut
+    # the budget is exactly the variants that will be measured: once they are drained the loop stops,
+    # instead of letting the heuristic Orchestrator expand candidates of its own
+    spec = redteam_spec(problem, base, store_dir, len(runnable), 1, name)
     target = _Prefetched(spec)
     target.validate()
-    allowed = frozenset(spec.critic.allow_imports)
-    runnable = [v.source for v in variants if not check_source(v.source, allowed)]  # the guard's cut
-    if runnable and batch > 0:
+    if runnable and batch > 0:  # the baseline first, in the same batches: timed beside the candidates
+        runnable.insert(0, target.root_source())
         _prefetch(target, runnable, workers, batch,
                   lambda n: progress and progress(Variant("batch", "", "", "", "", ""), f"measured {n}"))
     store, camp, _ = open_for_write(spec)
