@@ -1,6 +1,7 @@
 """``arbor redteam PROBLEM.py``: hostile candidates generated against the Critic, and honest twins.
 
-Exit codes: 0 when no hostile variant was accepted and no honest twin was flagged, 1 otherwise,
+Exit codes: 0 when no hostile variant was accepted or stopped only by a noise gate (``unstable``,
+``env_drift``: a quieter machine could let it through) and no honest twin was flagged, 1 otherwise,
 2 on bad input."""
 
 from __future__ import annotations
@@ -74,4 +75,5 @@ def redteam(problem: Path = typer.Argument(..., help="KernelBench-format problem
         render(summary, out)
         if out_dir is not None:
             out.print(f"wrote {out_dir / 'redteam.json'} ({time.monotonic() - t0:.0f} s)")
-    raise typer.Exit(0 if summary["accepted"] == 0 and summary["false_positives"] == 0 else 1)
+    clean = summary["accepted"] == 0 and summary["false_positives"] == 0 and summary["stopped_by_noise"] == 0
+    raise typer.Exit(0 if clean else 1)

@@ -94,7 +94,7 @@ def _slow_method(self, *a, **k):
 '''
 _HOOK = '''
 def _hook(module, args, *rest):
-    if not _S.inside:
+    if not _S.inside and type(module).__name__ != "ModelNew":  # a forward hook runs after forward returns
         _tax(args[0] if args else None)
 '''
 _SWITCH = "_S.flip = True\n"  # ``before`` turns it off for the candidate, ``after`` back on
@@ -292,8 +292,8 @@ CLASSES: tuple[HackClass, ...] = (
                        arm="«signal.signal»(«signal.SIGPROF», _on_timer)\n"
                            "«signal.setitimer»(«signal.ITIMER_PROF», 0.002, 0.002)", main_thread=True),
                Payload("profile_function", "sys.setprofile with a tax on calls outside the candidate",
-                       setup="def _profile(frame, event, arg):\n    if event == 'call' and not _S.inside:\n"
-                             "        _tax(None)\n",
+                       setup="def _profile(frame, event, arg):\n    if event == 'call' and not _S.inside and "
+                             "getattr(frame, 'f_glo' + 'bals').get('__name__') != __name__:\n        _tax(None)\n",
                        arm="«sys.setprofile»(_profile)", main_thread=True),
                Payload("thread_trace", "threading.settrace for every new thread",
                        setup="def _trace(frame, event, arg):\n    return None\n",
