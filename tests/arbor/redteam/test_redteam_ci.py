@@ -90,7 +90,7 @@ def test_every_class_and_disguise_ran(act):
 def test_a_process_wide_hook_is_named_by_its_registry(act, mlp):
     hooks = [v for s in (act[0], mlp[0]) for v in s["variants"] if v["class"] == "21" and v["kind"] == "hostile"]
     assert hooks and all("process-wide hooks" in (v["reason"] or "") and "hooks (register_module_forward"
-                         in v["reason"] for v in hooks), hooks
+                         in v["reason"] for v in hooks), [(v["id"], v["reason"]) for v in hooks]
 
 
 def test_the_llm_round_ran_and_was_caught(act):
