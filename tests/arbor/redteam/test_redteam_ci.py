@@ -14,7 +14,7 @@ import pytest
 
 from arbor.redteam import session
 from arbor.redteam.generator import cover, generate
-from arbor.redteam.report import CHEAT, verdict_class
+from arbor.redteam.report import CHEAT
 from arbor.spec import parse_spec
 from tests.agents.llm.scripted_server import ScriptedServer, ok
 
