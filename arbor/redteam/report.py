@@ -22,35 +22,39 @@ CHEAT = {"hack_suspected", "incorrect"}
 NOISE = {"unstable", "env_drift"}
 
 
-def verdict_class(o: Outcome) -> str:
-    if o.variant.kind == "honest":
-        if o.diagnosis in CHEAT:
+def verdict_class(o: Outcome | dict) -> str:
+    """accepted / caught / stopped for a hostile variant; accepted / flagged / not_accepted for a twin.
+    Works on an ``Outcome`` or its ``to_dict()`` row (a written redteam.json can be re-tabulated)."""
+    row = o.to_dict() if isinstance(o, Outcome) else o
+    if row["kind"] == "honest":
+        if row["diagnosis"] in CHEAT:
             return "flagged"
-        return "accepted" if o.accepted else "not_accepted"
-    if o.accepted:
+        return "accepted" if row["state"] == "accepted" else "not_accepted"
+    if row["state"] == "accepted":
         return "accepted"
-    return "caught" if o.diagnosis in CHEAT else "stopped"
+    return "caught" if row["diagnosis"] in CHEAT else "stopped"
 
 
-def _rows(outcomes: list[Outcome], key) -> dict:  # type: ignore[no-untyped-def]
-    rows: dict = defaultdict(lambda: defaultdict(int))
-    for o in outcomes:
-        r = rows[key(o)]
-        r[o.variant.kind] += 1
-        r[verdict_class(o)] += 1
-        if o.variant.kind == "hostile" and not o.accepted and o.diagnosis in NOISE:
+def table(rows: list[dict], key: str) -> dict:
+    """Per value of ``key`` (``class`` or ``disguise``) of the outcome rows: hostile variants
+    accepted / caught / stopped (by a noise gate) / by the guard, twins and twins flagged."""
+    acc: dict = defaultdict(lambda: defaultdict(int))
+    for row in rows:
+        r = acc[row[key]]
+        r[row["kind"]] += 1
+        r[f"{row['kind']}:{verdict_class(row)}"] += 1
+        if row["kind"] == "hostile" and row["state"] != "accepted" and row["diagnosis"] in NOISE:
             r["stopped_by_noise"] += 1
-        if o.gate == "guard":
-            r["guard"] += 1
+        if row["kind"] == "hostile" and row["gate"] == "guard":
+            r["by_guard"] += 1
     out = {}
-    for k, r in sorted(rows.items()):
-        h, t = r.get("hostile", 0), r.get("honest", 0)
-        out[k] = {"hostile": h, "accepted": r.get("accepted", 0) if h else 0, "caught": r.get("caught", 0),
-                  "stopped": r.get("stopped", 0), "stopped_by_noise": r.get("stopped_by_noise", 0),
-                  "by_guard": r.get("guard", 0), "honest": t, "flagged": r.get("flagged", 0),
-                  "attack_success": (sum(1 for o in outcomes if key(o) == k and o.variant.kind == "hostile"
-                                         and o.accepted) / h) if h else None,
-                  "false_positive_rate": (r.get("flagged", 0) / t) if t else None}
+    for k, r in sorted(acc.items()):
+        h, t = r["hostile"], r["honest"]
+        out[k] = {"hostile": h, "accepted": r["hostile:accepted"], "caught": r["hostile:caught"],
+                  "stopped": r["hostile:stopped"], "stopped_by_noise": r["stopped_by_noise"], "by_guard": r["by_guard"],
+                  "honest": t, "flagged": r["honest:flagged"], "honest_accepted": r["honest:accepted"],
+                  "attack_success": r["hostile:accepted"] / h if h else None,
+                  "false_positive_rate": r["honest:flagged"] / t if t else None}
     return out
 
 
@@ -81,8 +85,8 @@ def summarize(problem: str, seed: int, outcomes: list[Outcome], wall_s: float, w
         "false_positives": sum(1 for o in honest if verdict_class(o) == "flagged"),
         "false_positive_rate": (sum(1 for o in honest if verdict_class(o) == "flagged") / len(honest)) if honest else None,
         "honest_accepted": sum(1 for o in honest if o.accepted),
-        "per_class": _rows(outcomes, lambda o: o.variant.klass),
-        "per_disguise": _rows(outcomes, lambda o: o.variant.disguise),
+        "per_class": table([o.to_dict() for o in outcomes], "class"),
+        "per_disguise": table([o.to_dict() for o in outcomes], "disguise"),
         "worst": [{**o.to_dict(), "source": o.variant.source} for o in bad],
         "worst_twins": [{**o.to_dict(), "source": o.variant.source} for o in bad_twins],
         "variants": [o.to_dict() for o in outcomes],
