@@ -58,3 +58,20 @@ def test_an_endpoint_that_fails_gives_no_variants_and_no_error():
         client = llm_client(None, server.url, "scripted-model", None, 0)
         client.cfg = client.cfg.__class__(**{**client.cfg.__dict__, "max_retries": 0})
         assert propose(client, PROBLEM, VERDICTS, n=2) == []
+
+
+def test_a_campaign_whose_specialist_is_an_llm_configures_the_red_team(tmp_path):
+    """Without --llm, the campaign's ``agents`` settings (its Specialist's endpoint and model) are used;
+    a heuristic campaign means no LLM round."""
+    from arbor.spec import parse_spec
+
+    problem = ROOT / "tests" / "adversarial" / "problems" / "act.py"
+    with ScriptedServer() as server:
+        server.push(ok(_reply(HOOK)))
+        spec = parse_spec({"name": "x", "target": {"kind": "kernel", "problem": str(problem)},
+                           "agents": {"backend": "openai", "model": "scripted-model", "base_url": server.url}},
+                          "<t>", tmp_path)
+        client = llm_client(spec, None, None, None, 0)
+        assert [v.origin for v in propose(client, PROBLEM, [], n=1)] == ["llm"]
+        heuristic = parse_spec({"name": "x", "target": {"kind": "kernel", "problem": str(problem)}}, "<t>", tmp_path)
+        assert llm_client(heuristic, None, None, None, 0) is None
