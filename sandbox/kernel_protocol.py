@@ -25,9 +25,9 @@ __all__ = ["KernelRequest", "KernelMeasurement", "measure_kernel", "measure_kern
 
 HARNESS_PATH = Path(__file__).parent / "harness" / "kernel_harness.py"
 # Shipped beside the harness and loaded by path in the child (never imported from Arbor there).
-HARNESS_MODULES = ("kernel_checks.py", "integrity.py", "process_state.py", "liveness.py", "timing.py",
-                   "calibration.py", "clock_watch.py", "cost.py", "fingerprint.py", "correctness.py", "batch.py",
-                   "allocator.py")
+HARNESS_MODULES = ("kernel_checks.py", "integrity.py", "process_state.py", "registries.py", "liveness.py",
+                   "timing.py", "calibration.py", "clock_watch.py", "cost.py", "fingerprint.py", "correctness.py",
+                   "batch.py", "allocator.py")
 # a runner may start the harness warm (forked from a worker that imported torch once)
 HARNESS_ENTRY = PythonEntry("kernel_harness.py", HARNESS_MODULES)
 ERROR_CLASSES = ("compile_error", "runtime_error", "timeout", "oom", "incorrect", "hack_suspected",

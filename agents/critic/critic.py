@@ -56,6 +56,8 @@ class HeuristicCritic(Critic):
                         else "passed")
                 continue
             log.add(name, False, outcome.reason)
+            if outcome.reprobe:  # read by the loop (``steps.measure``): probe the reference first
+                log.entries[-1]["reprobe"] = True
             return Judgement(outcome.decision, outcome.diagnosis, outcome.reason, _FINAL[outcome.decision],
                              gates=log.entries, stats=st.to_dict() if st else {},
                              remeasure_purpose=outcome.purpose,

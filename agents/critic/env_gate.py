@@ -257,9 +257,37 @@ def drift_tolerance(noise_floor: float, cfg: CriticConfig) -> float:
     return min(cfg.reference_drift, max(cfg.reference_drift_min, cfg.reference_drift_per_noise * noise_floor))
 
 
+def slowed_in_process(ev: Evidence, st, cfg: CriticConfig) -> GateOutcome | None:  # type: ignore[no-untyped-def]
+    """``hack_suspected`` when the reference ran slower in this measurement than when it was just
+    measured *alone* (``ev.reference_probe_s``: a fresh baseline measurement in a sandbox with no
+    candidate code, taken since this node's previous attempt). A machine that slowed down slows
+    that probe too; a reference slower only beside the candidate was slowed by something the
+    candidate left in its process (a hook, a thread, library or allocator state), and its paired
+    speedup is inflated by exactly that factor. Seen: a process-wide forward hook that taxed only
+    the reference was rejected as ``unstable`` or ``env_drift``, which blamed the machine."""
+    probe, tol = ev.reference_probe_s, drift_tolerance(ev.noise_floor, cfg)
+    if ev.is_root or st is None or not probe or tol <= 0 or st.baseline_median_s <= probe * (1 + tol):
+        return None
+    factor = st.baseline_median_s / probe
+    return GateOutcome("reject", "hack_suspected", f"reference slowed inside the candidate's process "
+                       f"(x{factor:.2f}): it ran at {st.baseline_median_s * 1e3:.3f} ms beside the candidate "
+                       f"but {probe * 1e3:.3f} ms when measured alone just before (tolerance {tol:.0%}); "
+                       "something the candidate left in its process slows the reference, and the speedup "
+                       "would be inflated by that factor")
+
+
+def slow_reference(ev: Evidence, st, cfg: CriticConfig) -> str | None:  # type: ignore[no-untyped-def]
+    """Why the reference looks *slowed* in this measurement (the drift's slow side), or None."""
+    if ev.is_root or st is None or not ev.baseline_reference_s:
+        return None
+    why = reference_drift(st.baseline_median_s, ev.baseline_reference_s, drift_tolerance(ev.noise_floor, cfg))
+    return why if why and st.baseline_median_s > ev.baseline_reference_s else None
+
+
 def gate_reference(ev: Evidence, st, cfg: CriticConfig) -> GateOutcome | None:  # type: ignore[no-untyped-def]
     if ev.is_root or st is None or not cfg.check_env:
         return None
     why = reference_drift(st.baseline_median_s, ev.baseline_reference_s, drift_tolerance(ev.noise_floor, cfg))
-    return remeasure_or_reject(ev, cfg, "env_drift", why) if why else None
-
+    if not why:
+        return None
+    return slowed_in_process(ev, st, cfg) or remeasure_or_reject(ev, cfg, "env_drift", why, reprobe=True)

@@ -78,6 +78,9 @@ class Evidence:
     previous_speedup: float | None = None  # speedup of the attempt being confirmed
     earlier_speedups: list = field(default_factory=list)  # tie-break: the first measurement's, the confirmation's
     baseline_reference_s: float | None = None  # the reference's median in the campaign baseline's measurement
+    # the reference measured alone (a fresh baseline measurement, no candidate code in its process)
+    # since this node's previous attempt: ``steps.reprobe_reference``; None when there was none
+    reference_probe_s: float | None = None
     fingerprint: dict = field(default_factory=dict)  # this measurement's environment
     baseline_fingerprint: dict | None = None  # the campaign baseline's (root node) environment
     facts: dict = field(default_factory=dict)  # harness facts: cost, peak, inner, timers, audit
@@ -89,6 +92,9 @@ class GateOutcome:
     diagnosis: str
     reason: str
     purpose: str | None = None  # for remeasure: remeasure | confirm | tiebreak
+    # measure the reference alone (a fresh baseline measurement) before the re-measurement: the
+    # next verdict can then tell a machine that slowed from a candidate that slowed its process
+    reprobe: bool = False
 
 
 @dataclass
@@ -99,8 +105,11 @@ class GateLog:
         self.entries.append({"gate": name, "passed": passed, "reason": reason})
 
 
-def remeasure_or_reject(ev: Evidence, cfg: CriticConfig, diagnosis: str, reason: str) -> GateOutcome:
-    """Transient trouble (noise, throttling) earns a re-measurement, once; then a rejection."""
+def remeasure_or_reject(ev: Evidence, cfg: CriticConfig, diagnosis: str, reason: str,
+                        reprobe: bool = False) -> GateOutcome:
+    """Transient trouble (noise, throttling) earns a re-measurement, once; then a rejection.
+    ``reprobe``: the reference ran slow, so the baseline is measured alone first."""
     if ev.remeasures_done < cfg.max_remeasures:
-        return GateOutcome("remeasure", diagnosis, reason + "; measuring again", purpose="remeasure")
+        again = "; measuring the baseline alone, then this candidate again" if reprobe else "; measuring again"
+        return GateOutcome("remeasure", diagnosis, reason + again, purpose="remeasure", reprobe=reprobe)
     return GateOutcome("reject", diagnosis, reason + f" after {ev.remeasures_done} re-measurement(s)")

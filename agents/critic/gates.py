@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 
-from .env_gate import gate_env, gate_reference
+from .env_gate import gate_env, gate_reference, slow_reference, slowed_in_process
 from .evidence import CriticConfig, Evidence, GateLog, GateOutcome, remeasure_or_reject
 from .plausibility import gate_plausible
 from .stats import SampleStats
@@ -83,10 +83,17 @@ def gate_stable(ev: Evidence, st: SampleStats | None, cfg: CriticConfig) -> Gate
     if st.ratio_cv <= limit or half <= cfg.max_ci_halfwidth:
         return None
     what = "A/A ratio" if ev.is_root else "paired-ratio"
-    return remeasure_or_reject(ev, cfg, "unstable", f"{what} robust CV {st.ratio_cv:.1%} exceeds "
-                               f"{limit:.0%} (sqrt 2 x max_cv) and the speedup's CI is ±{half:.1%} (needs "
-                               f"±{cfg.max_ci_halfwidth:.0%}; absolute times: {st.baseline_cv:.0%} / "
-                               f"{st.candidate_cv:.0%}) over {st.rounds} rounds")
+    reason = (f"{what} robust CV {st.ratio_cv:.1%} exceeds {limit:.0%} (sqrt 2 x max_cv) and the speedup's "
+              f"CI is ±{half:.1%} (needs ±{cfg.max_ci_halfwidth:.0%}; absolute times: {st.baseline_cv:.0%} / "
+              f"{st.candidate_cv:.0%}) over {st.rounds} rounds")
+    # Before blaming the machine: a reference slower here than in the baseline's measurement may
+    # be slowed by the candidate itself (a tax that varies scatters the ratios). The fresh
+    # baseline probe taken before a re-measurement tells the two apart.
+    slow = slow_reference(ev, st, cfg) if cfg.check_env else None
+    if slow:
+        return slowed_in_process(ev, st, cfg) or remeasure_or_reject(
+            ev, cfg, "unstable", f"{reason}; {slow}", reprobe=True)
+    return remeasure_or_reject(ev, cfg, "unstable", reason)
 
 
 def gate_significant(ev: Evidence, st: SampleStats | None, cfg: CriticConfig) -> GateOutcome | None:

@@ -111,10 +111,12 @@ def add_root(store: Store, campaign, target):
 
 
 def run_campaign(spec: CampaignSpec, report: Callable[[str, dict], None], store: Store | None = None,
-                 restart: bool = False, fork: str | None = None) -> Summary:
+                 restart: bool = False, fork: str | None = None, target=None) -> Summary:  # type: ignore[no-untyped-def]
     """Raises CampaignChanged when the stored campaign was measured under other fingerprints
-    (``changes.py``); ``restart``/``fork`` are the user's answers to that."""
-    target = make_adapter(spec)
+    (``changes.py``); ``restart``/``fork`` are the user's answers to that. ``target``: an adapter
+    for the spec's target built by the caller (``arbor redteam`` hands it measurements it took in
+    batches); by default ``make_adapter(spec)``."""
+    target = target if target is not None else make_adapter(spec)
     target.validate()  # a bad spec or problem is refused before any store file exists
     own_store = store is None
     store = store or open_store(spec.store_url())

@@ -168,9 +168,12 @@ def measure(ctx: Context, state: LoopState) -> LoopState:
 
 
 def _reference_drifted(verdict) -> bool:  # type: ignore[no-untyped-def]
-    """The Critic's ``reference`` gate (not the clock/fingerprint one) asked for this re-measurement."""
-    return verdict.diagnosis == "env_drift" and any(
-        g.get("gate") == "reference" and g.get("passed") is False for g in verdict.gates or [])
+    """The Critic asked to measure the reference alone before this re-measurement: its
+    ``reference`` gate (not the clock/fingerprint one), or an ``unstable`` verdict whose reference
+    also ran slow (the gate log entry says ``reprobe``)."""
+    gates = [g for g in verdict.gates or [] if g.get("passed") is False]
+    return any(g.get("reprobe") for g in gates) or (
+        verdict.diagnosis == "env_drift" and any(g.get("gate") == "reference" for g in gates))
 
 
 def reprobe_reference(ctx: Context) -> None:
@@ -248,11 +251,12 @@ def _evidence(ctx: Context, node: NodeRecord) -> tuple[Evidence, object]:
         if last.purpose == "tiebreak":
             earlier = [x for x in (prev, asked("tiebreak")) if x is not None]
     root_id = ctx.campaign.root_node_id
-    base_fp = base_ref = None
+    base_fp = base_ref = probe = None
     if root_id is not None and root_id != node.id:
         root_ms = [m for m in ctx.store.measurements(root_id) if m.status == "ok"]
         base_fp = root_ms[-1].fingerprint if root_ms else None
         base_ref = statistics.median(root_ms[-1].baseline_samples) if root_ms and root_ms[-1].baseline_samples else None
+        probe = _fresh_probe(root_ms, ms)
     ev = Evidence(
         is_root=node.parent_id is None, attempt=last.attempt, purpose=last.purpose, status=last.status,
         error_class=last.error_class, error_text=last.error_text, correctness=last.correctness or [],
@@ -261,10 +265,22 @@ def _evidence(ctx: Context, node: NodeRecord) -> tuple[Evidence, object]:
         noise_floor=ctx.noise_floor,
         remeasures_done=sum(1 for v in verdicts if v.decision == "remeasure"
                             and v.diagnosis in ("unstable", "env_drift")),
-        previous_speedup=prev, earlier_speedups=earlier, baseline_reference_s=base_ref,
+        previous_speedup=prev, earlier_speedups=earlier, baseline_reference_s=base_ref, reference_probe_s=probe,
         fingerprint=last.fingerprint or {}, baseline_fingerprint=base_fp, facts=last.stats or {},
     )
     return ev, last
+
+
+def _fresh_probe(root_ms: list, ms: list) -> float | None:
+    """The reference's median in a baseline measurement of purpose ``reference`` (the reference
+    alone, in a sandbox with no candidate code: ``reprobe_reference``) taken since this node's
+    previous attempt; None when there was none. Against it the Critic tells a reference slowed by
+    the machine (slow there too) from one slowed inside the candidate's process."""
+    if len(ms) < 2:
+        return None
+    probes = [m for m in root_ms if m.purpose == "reference" and m.id > ms[-2].id and m.id < ms[-1].id
+              and m.baseline_samples]
+    return statistics.median(probes[-1].baseline_samples) if probes else None
 
 
 def critique(ctx: Context, state: LoopState) -> LoopState:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import typer
 
-from . import best, campaigns, candidates, compare, doctor, knowledge, read, record, run, skills, suite, views
+from . import best, campaigns, candidates, compare, doctor, knowledge, read, record, redteam, run, skills, suite, views
 from .common import fail, user_errors
 from .logs import one_line_library_logs, one_line_unraisable
 
@@ -51,6 +51,7 @@ app.add_typer(knowledge.knowledge_app, name="knowledge")
 app.command()(knowledge.calibration)
 app.command()(record.record)
 app.command()(suite.suite)
+app.command()(redteam.redteam)
 
 
 def main() -> None:

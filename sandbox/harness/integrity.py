@@ -10,8 +10,9 @@ holds references the candidate cannot replace after the fact.
   ``torch.compile`` is first used) are recognised by their code living inside torch and wrapping
   the original, so compiling is not mistaken for tampering.
 - ``global_state``: every process-wide switch of ``process_state`` (precision, backends, SDPA,
-  threads, autocast, denormals, gc, ...), plus dispatch/function-mode stacks and tracing hooks: a
-  candidate changing them changes the reference too.
+  threads, autocast, denormals, gc, ...) and hook registry of ``registries`` (module-level forward
+  hooks, trace/profile functions, gc callbacks, signal handlers and timers, audit hooks, ...),
+  plus dispatch/function-mode stacks: a candidate changing them changes the reference too.
 - ``ProcessAudit``: Python threads, OS threads and child processes before vs after, and a quiet
   window after timing in which nothing the candidate started may still be burning CPU.
 - ``poison``: fill fresh allocations of the sizes the candidate is likely to request, so memory
@@ -54,6 +55,7 @@ WATCHED = (
     "torch._C._VariableFunctions", "torch._C._nn", "torch.nn.Module", "torch.nn.functional",
     "torch.linalg", "torch.special", "torch.fft", "torch.cuda", "torch.cuda.Event",
     "torch.cuda.Stream", "torch.backends", "torch.random", "torch.utils.flop_counter",
+    "torch.nn.modules.module",
 )
 
 
@@ -89,7 +91,10 @@ def _torch_wrapper_of(new: object, old: object) -> bool:
 
 class IdentitySnapshot:
     """Callables by identity, taken before the candidate is imported; ``changed()`` lists names
-    whose object was replaced or deleted since (new names are fine: lazy imports add them)."""
+    whose object was replaced or deleted since (new names are fine: lazy imports add them), and
+    new names on a class that shadow what the class inherited (``torch.Tensor.tanh = slow`` puts a
+    new name on ``torch.Tensor`` that hides ``TensorBase.tanh``: every ``x.tanh()`` of the
+    reference then runs it)."""
 
     def __init__(self, extra: dict[str, object] | None = None) -> None:
         self.spaces: dict[str, object] = {}
@@ -99,9 +104,11 @@ class IdentitySnapshot:
                 self.spaces[name] = obj
         self.spaces.update({k: v for k, v in (extra or {}).items() if hasattr(v, "__dict__")})
         self.items: dict[str, tuple[object, str, object]] = {}
+        self.keys = {label: set(vars(space)) for label, space in self.spaces.items() if isinstance(space, type)}
         for label, space in self.spaces.items():
             for key, value in list(vars(space).items()):
-                if callable(value) or isinstance(value, (types.ModuleType, property, type)):
+                if callable(value) or isinstance(value, (types.ModuleType, property, type,
+                                                         staticmethod, classmethod)):
                     self.items[f"{label}.{key}"] = (space, key, value)
 
     def changed(self) -> list[str]:
@@ -110,7 +117,29 @@ class IdentitySnapshot:
             now = vars(space).get(key, _MISSING)
             if now is not old and not _torch_wrapper_of(now, old):
                 out.append(name)
+        for label, keys in self.keys.items():
+            space = self.spaces[label]
+            for key in set(vars(space)) - keys:
+                if any(key in vars(base) for base in space.__mro__[1:]):  # type: ignore[attr-defined]
+                    out.append(f"{label}.{key} (shadows the inherited one)")
         return out
+
+
+def reference_spaces(model, problem) -> dict[str, object]:  # type: ignore[no-untyped-def]
+    """The classes the reference's modules are made of (``nn.Linear``, the problem's own
+    submodules, their bases) and the modules that define them, whose globals their ``forward``
+    reads (``torch.nn.modules.linear.F``): patching any of them slows only the reference."""
+    out: dict[str, object] = {}
+    mods = model.modules() if isinstance(model, torch.nn.Module) else []
+    for m in mods:
+        for cls in type(m).__mro__:
+            if cls is object:
+                continue
+            out.setdefault(f"{cls.__module__}.{cls.__qualname__}", cls)
+            home = sys.modules.get(cls.__module__)
+            if home is not None and home is not problem:
+                out.setdefault(cls.__module__, home)
+    return out
 
 
 def _get(fn) -> object:  # type: ignore[no-untyped-def]
@@ -121,12 +150,12 @@ def _get(fn) -> object:  # type: ignore[no-untyped-def]
 
 
 def global_state() -> dict:
-    """Process-wide switches that change how (or how precisely) the *reference* runs."""
+    """Process-wide switches and hook registries that change how (or how precisely) the
+    *reference* runs (``process_state``, ``registries``)."""
     state = pstate.capture()
     state.update({
         "dispatch_modes": _get(torch._C._len_torch_dispatch_stack),
         "function_modes": _get(torch._C._len_torch_function_stack),
-        "trace": repr(sys.gettrace()), "profile": repr(sys.getprofile()),
         # set by Arbor's environment only (tests: Triton's CPU interpreter); a candidate that
         # switches it changes how every Triton kernel in the process runs
         "env TRITON_INTERPRET": os.environ.get("TRITON_INTERPRET"),
@@ -140,11 +169,21 @@ def state_changes(before: dict, after: dict, mode: str = "fp32") -> list[str]:
     return pstate.mode_changes(before, after, mode)
 
 
-def verify_state(before: dict, after: dict, failure: type, mode: str = "fp32") -> None:
+def verify_state(before: dict, after: dict, failure: type, mode: str = "fp32",
+                 during: list | None = None) -> None:
+    """Hook registries first (they name the registration API), then switches; ``during``: what
+    changed while a reference call ran (``StateGuard.during``)."""
     diff = state_changes(before, after, mode)
+    hooks = [d.removeprefix("hooks: ") for d in diff if d.startswith("hooks: ")]
+    if hooks:
+        raise failure("hack_suspected", "the candidate registered process-wide hooks that the reference "
+                      f"also runs under: {'; '.join(hooks[:2])}")
     if diff:
         raise failure("hack_suspected", "the candidate changed process-wide settings that the "
                       f"reference also runs under: {'; '.join(diff[:3])}")
+    if during:
+        raise failure("hack_suspected", "process-wide state changed while the reference ran (a thread or "
+                      f"hook the candidate left behind): {'; '.join(d.removeprefix('hooks: ') for d in during[:2])}")
 
 
 def verify(h, failure: type) -> None:  # type: ignore[no-untyped-def]
@@ -155,7 +194,8 @@ def verify(h, failure: type) -> None:  # type: ignore[no-untyped-def]
     if changed:
         raise failure("hack_suspected", f"the candidate replaced {', '.join(changed[:5])} "
                       "(timers, checkers and library functions must not be patched)")
-    verify_state(h.state0, global_state(), failure, getattr(h, "precision", "fp32"))
+    verify_state(h.state0, global_state(), failure, getattr(h, "precision", "fp32"),
+                 h.pristine.during if h.pristine is not None else None)
     if h.l2 is not None:
         limit, window = h.l2.limit(), h.l2.window_bytes(
             h.torch.cuda.current_stream(h.device).cuda_stream)

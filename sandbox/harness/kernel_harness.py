@@ -204,6 +204,7 @@ class Harness:
         extra.update({m.__name__: m for m in (checks, integrity, timing, cost, fpr, correctness, calibration,
                                               clock_watch)})
         extra["Correctness"] = correctness.Correctness
+        extra.update(integrity.reference_spaces(self.ref, self.problem))
         self.identities = integrity.IdentitySnapshot(extra)
         self.state0 = integrity.global_state()
         self.pristine = integrity.pstate.StateGuard()  # every reference call runs under it
@@ -257,7 +258,8 @@ class Harness:
                     raise _classify(e, "runtime_error", "the candidate raised during timing:")
                 raise _classify(e, "harness_error", "the reference Model raised during timing:")
             if side:  # switches flipped for the timed calls only, put back before other checks
-                integrity.verify_state(self.pristine.pristine, integrity.pstate.capture(), Failure, self.precision)
+                integrity.verify_state(self.pristine.pristine, integrity.pstate.capture(), Failure,
+                                       self.precision, self.pristine.during)
             if side and self.spot_checks < 3 and spot.random() < self.spot_p:  # unpredictable
                 t_spot = timing.mono_ns()
                 self.checker.spot_check((out, xs))

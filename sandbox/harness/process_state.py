@@ -156,6 +156,30 @@ for _name, _path in (("fp32_precision", ()), ("cuda_matmul_fp32_precision", ("cu
                            _setter(_obj, "fp32_precision"))
 
 
+
+# ---- hook registries (registries.py, reward hack #21) ----------------------------------------
+# Tables of callbacks that run inside other code (torch's module-level hooks, dynamo's frame
+# callback, trace/profile functions, gc callbacks, signal handlers and timers, audit hooks, ...):
+# process state exactly like the switches above, so they join the same table. ``ISOLATED`` ones
+# are put back for the reference but not flagged (libraries change them on import).
+def _load_sibling(name: str):  # type: ignore[no-untyped-def]
+    import importlib.util
+
+    key = f"arbor_harness_{name}"
+    if key not in sys.modules:
+        spec = importlib.util.spec_from_file_location(key, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                                                        f"{name}.py"))
+        module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+        sys.modules[key] = module
+        spec.loader.exec_module(module)  # type: ignore[union-attr]
+    return sys.modules[key]
+
+
+registries = _load_sibling("registries")
+SWITCHES.update(registries.SWITCHES)
+SWITCHES.update(registries.REGISTRIES)
+OWN = OWN | registries.ISOLATED
+
 def capture() -> dict:
     state = {}
     for name, (get, _set) in SWITCHES.items():
@@ -191,28 +215,42 @@ def apply(state: dict, current: dict | None = None) -> list[str]:
 
 class StateGuard:
     """The pristine state (taken before the candidate is imported) and a context that runs the
-    reference under it, putting back whatever the candidate had set afterwards."""
+    reference under it, putting back whatever the candidate had set afterwards.
+
+    The state is read again as each reference call ends: a switch flipped or a hook registered
+    *while the reference ran* (by a thread the candidate left behind, or a hook that re-registers
+    itself) never shows in a check made between calls, so it is kept in ``during`` and flagged."""
 
     def __init__(self) -> None:
         self.pristine = capture()
+        self.during: list[str] = []
 
     @contextlib.contextmanager
     def reference(self):  # type: ignore[no-untyped-def]
         now = capture()
         if now == self.pristine:
-            yield
+            try:
+                yield
+            finally:
+                self._check_after(now)
             return
         apply(self.pristine, now)
+        entered = capture()  # pristine, but for what cannot be put back (flagged already)
         with contextlib.ExitStack() as stack:
             if now.get("inference_mode") != self.pristine.get("inference_mode"):
                 stack.enter_context(torch.inference_mode(bool(self.pristine.get("inference_mode"))))
             try:
                 yield
             finally:
+                self._check_after(entered, frozenset({"inference_mode"}))
                 apply(now)
 
+    def _check_after(self, entered: dict, skip: frozenset = frozenset()) -> None:
+        if not self.during:  # the first finding is the one reported
+            self.during.extend(changes(entered, capture(), OWN | skip))
+
     def flagged(self) -> list[str]:
-        return changes(self.pristine, capture())
+        return changes(self.pristine, capture()) + [f"{c} (while the reference ran)" for c in self.during]
 
 
 # ---- precision switches and the campaign's precision mode (docs/campaigns.md#precision) ----------

@@ -369,6 +369,42 @@ def test_a_reference_far_from_the_baselines_either_way_is_env_drift_not_a_speedu
     assert critic.judge(ev(baseline_reference_s=tolerated), b, c).decision == "accept"
 
 
+def test_a_reference_slowed_only_beside_the_candidate_is_hack_suspected_with_the_factor():
+    """Issue 27: the reference at 10 here, 5 in the baseline's measurement. First verdict: measure
+    the baseline alone, then the candidate again (``reprobe``). If that probe is fast (5), the
+    slowdown lives in the candidate's process: ``hack_suspected`` naming the factor, not
+    ``env_drift``. If the probe is slow too (the machine slowed for everyone), the paired ratio
+    is judged as usual."""
+    b, c = samples(10, 0.02), samples(5, 0.02, seed=1)
+    first = critic.judge(ev(baseline_reference_s=5.0), b, c)
+    assert (first.decision, first.diagnosis) == ("remeasure", "env_drift")
+    assert [g.get("reprobe") for g in first.gates if g.get("passed") is False] == [True]
+    j = critic.judge(ev(baseline_reference_s=5.0, reference_probe_s=5.0, remeasures_done=1, attempt=2,
+                        purpose="remeasure"), b, c)
+    assert (j.decision, j.diagnosis) == ("reject", "hack_suspected")
+    assert "reference slowed inside the candidate's process (x2.00)" in j.reason
+    machine = critic.judge(ev(baseline_reference_s=9.8, reference_probe_s=9.8, remeasures_done=1, attempt=2,
+                              purpose="remeasure"), b, c)
+    assert (machine.decision, machine.diagnosis) == ("accept", "improved")
+
+
+def test_a_spread_reference_tax_is_not_blamed_on_the_machine():
+    """A tax that varies scatters the paired ratios (``unstable``); when the reference also ran
+    slow, the re-measurement is preceded by a probe, and a fast probe turns ``unstable`` into
+    ``hack_suspected``. Without a slow reference ``unstable`` stays ``unstable``."""
+    rng = np.random.default_rng(5)
+    b = list(10 * (1 + 0.6 * rng.random(60)))  # a tax of 0-60% per sample
+    c = samples(5, 0.02, seed=1)
+    first = critic.judge(ev(baseline_reference_s=5.0), b, c)
+    assert (first.decision, first.diagnosis) == ("remeasure", "unstable"), first.reason
+    assert "slowed it" in first.reason and any(g.get("reprobe") for g in first.gates)
+    j = critic.judge(ev(baseline_reference_s=5.0, reference_probe_s=5.0, remeasures_done=1, attempt=2,
+                        purpose="remeasure"), b, c)
+    assert (j.decision, j.diagnosis) == ("reject", "hack_suspected") and "inside the candidate's process" in j.reason
+    noisy = critic.judge(ev(baseline_reference_s=12.0), b, c)
+    assert noisy.diagnosis == "unstable" and not any(g.get("reprobe") for g in noisy.gates)
+
+
 def test_reference_drift_tolerance_follows_the_baselines_noise_floor():
     """+25%: a drift where the A/A pinned 1% (tolerance 15%), noise where it pinned 3% (30%);
     never more than the configured cap (50%)."""

@@ -31,7 +31,10 @@ def _landscape(tmp_path: Path, root_runs: list[dict]) -> Landscape:
     })
 
 
-def _campaign(tmp_path: Path, ls: Landscape):  # type: ignore[no-untyped-def]
+_FIRST: dict = {}  # tmp_path -> the candidate's first verdict's diagnosis
+
+
+def _campaign(tmp_path: Path, ls: Landscape, critic: dict = CRITIC):  # type: ignore[no-untyped-def]
     root = ls.point({"K": "A"})
     # a seed whose first replay of the baseline is its fast (1.0 s) run: the slowdown comes later
     seed = next(s for s in range(50) if max(ls.replay(root, s, 0)[0]) < 1.1)
@@ -39,7 +42,7 @@ def _campaign(tmp_path: Path, ls: Landscape):  # type: ignore[no-untyped-def]
     ls.dump(path)
     spec = parse_spec({
         "name": "drift", "target": {"kind": "replay", "landscape": str(path), "seed": seed, "moves": "any"},
-        "budget": {"max_evaluations": 3}, "critic": CRITIC,
+        "budget": {"max_evaluations": 3}, "critic": critic,
         "store": {"url": f"sqlite:///{tmp_path / 'd.db'}"},
     }, "<test>", tmp_path)
     summary = run_campaign(spec, lambda *a: None)
@@ -49,6 +52,7 @@ def _campaign(tmp_path: Path, ls: Landscape):  # type: ignore[no-untyped-def]
         cand = next(n for n in store.nodes(camp.id) if n.parent_id is not None)
         root_purposes = [m.purpose for m in store.measurements(camp.root_node_id)]
         reprobes = store.events(camp.id, limit=100, kinds=["reference_reprobe"])
+        _FIRST[tmp_path] = store.verdicts(cand.id)[0].diagnosis
         return summary, cand, root_purposes, reprobes
     finally:
         store.close()
@@ -62,9 +66,34 @@ def test_a_machine_slowed_after_the_baseline_is_reprobed_and_the_candidate_judge
     assert summary.speedup and summary.speedup > 1.9
 
 
-def test_a_candidate_that_slows_its_own_reference_is_still_rejected(tmp_path):
-    """The fresh baseline runs at its usual 1.0 s: the slow reference was the candidate's doing."""
+def test_a_candidate_that_slows_its_own_reference_is_named_a_hack(tmp_path):
+    """The fresh baseline runs at its usual 1.0 s: the slow reference (1.8 s) was the candidate's
+    doing, and the diagnosis says so with the factor instead of blaming the machine (issue 27)."""
     summary, cand, root_purposes, reprobes = _campaign(tmp_path, _landscape(tmp_path, [_run(1.0, 1.0)] * 2))
     assert "reference" in root_purposes and reprobes and reprobes[0].payload["after_s"] < 1.1
-    assert cand.state == "rejected" and cand.diagnosis == "env_drift"
+    assert cand.state == "rejected" and cand.diagnosis == "hack_suspected"
+    assert "reference slowed inside the candidate's process (x1.80)" in cand.reason
     assert (summary.speedup or 1.0) == 1.0
+
+
+def _taxed(n: int = 12) -> dict:
+    """A reference slowed by a tax that varies from round to round (1.3-2.3 s), a steady candidate:
+    the paired ratios scatter (``unstable``) and the reference is slow."""
+    return {"b": [1.3 + (i * 7 % 11) / 10 for i in range(n)], "c": [0.9] * n}
+
+
+def test_a_spread_from_a_reference_tax_is_named_not_called_unstable(tmp_path):
+    """Issue 27: before calling a spread ``unstable``, the loop measures the baseline alone; it runs
+    at its usual 1.0 s, so the slow, scattered reference lives in the candidate's process."""
+    critic = {**CRITIC, "max_cv": 0.05, "max_ci_halfwidth": 0.01}
+    ls = Landscape.model_validate({
+        "format": FORMAT, "name": "drift",
+        "knobs": [{"name": "K", "values": ["A", "B"], "default": "A"}],
+        "points": [{"knobs": {"K": "A"}, "runs": [_run(1.0, 1.0)] * 2}, {"knobs": {"K": "B"}, "runs": [_taxed()] * 3}],
+        "campaign": {"critic": critic, "measurement": {"seeds": [0]}},
+    })
+    summary, cand, root_purposes, reprobes = _campaign(tmp_path, ls, critic)
+    assert _FIRST[tmp_path] == "unstable"  # the stable gate asked for the probe, not the reference gate
+    assert "reference" in root_purposes and reprobes
+    assert cand.state == "rejected" and cand.diagnosis == "hack_suspected", (cand.diagnosis, cand.reason)
+    assert "reference slowed inside the candidate's process" in cand.reason
