@@ -29,6 +29,7 @@ from functools import partial
 from arbor.sandbox.executors import Done, Executor, LocalExecutor, plan_slots
 from arbor.sandbox.runner import Runner, make_runner
 
+from . import compile_times
 from .context import Context
 from .profiling import profiling_on
 from .sandbox_setup import runner_options
@@ -267,10 +268,12 @@ class Parallel:
         if f.purpose == "final":  # verification ahead of time: recorded, nothing to judge; a lost one
             if done.lost is None:  # is simply measured again by the final verification
                 ctx.store.record_measurement(f.node_id, f.attempt, f.purpose, done.result, ctx.runner.name)
+                compile_times.note(ctx, f.node_id, f.attempt, f.purpose, done.result)
             return None
         if done.lost is not None:
             return self._lost(f, done)
         ctx.store.record_measurement(f.node_id, f.attempt, f.purpose, done.result, ctx.runner.name)
+        compile_times.note(ctx, f.node_id, f.attempt, f.purpose, done.result)
         if f.primary:
             ctx.count_evaluation()
         return f.node_id

@@ -17,7 +17,7 @@ from arbor.search_tree.store import CampaignBusy, Store
 from arbor.spec import CampaignSpec
 from arbor.targets import make_adapter, traits
 
-from . import changes
+from . import changes, compile_times
 from .agent_setup import build_agents
 from .context import Context
 from .graph import run_loop
@@ -52,6 +52,9 @@ class Summary:
     node_speedup: float | None = None  # the best node's Critic value (what history/tree/show say)
     failed: str | None = None  # why the campaign has no valid result (exit code 1), None when it has one
     clock: str | None = None  # what baseline_s/best_s are: 'cpu' (timing thread's CPU time) or 'wall'
+    # a compiled best: its first measurement's compile and measurement time beside its later ones'
+    # (loaded from the compile cache), compile_times.of_node; None when the best compiles nothing
+    compile: dict | None = None
 
     def to_dict(self) -> dict:
         d = dict(self.__dict__)
@@ -215,6 +218,7 @@ def summarize(store: Store, name: str, write_best_to: Path | None = None) -> Sum
         measurements=store.measurement_count(camp.id), elapsed_s=camp.elapsed_s, best_path=path,
         serving=serving, llm=llm, verified=verified, node_speedup=best.speedup if best else None,
         failed=failure(camp, nodes), clock=_clock(store, best, root) if kind.reports_times else None,
+        compile=compile_times.of_node(store.measurements(best.id)) if best is not None else None,
     )
 
 

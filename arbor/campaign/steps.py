@@ -18,7 +18,7 @@ from arbor.agents.contracts import Judgement
 from arbor.search_tree.records import NodeRecord
 from arbor.search_tree.store import CampaignBusy, DuplicateArtifact
 
-from . import knowledge, store_retry, timing
+from . import compile_times, knowledge, store_retry, timing
 from .context import Context
 from .profiling import record_profile
 from .stopping import llm_stop_reason, stop_reason
@@ -196,6 +196,7 @@ def _record(ctx: Context, nid: int, attempt: int, purpose: str, result: dict) ->
         store_retry.spill(ctx.spec.runs_dir(), nid, attempt, purpose, result, ctx.runner.name)
         raise
     store_retry.drop_spilled(ctx.spec.runs_dir(), nid, attempt)
+    compile_times.note(ctx, nid, attempt, purpose, result)
 
 
 def _measure_beating(ctx: Context, artifact_sha: str) -> dict:

@@ -76,7 +76,9 @@ def show(store: Store, node_id: int) -> dict:
 
     proposed = [e for e in store.events(node.campaign_id, limit=1_000_000, kinds=["propose"]) if e.node_id == node_id]
     knowledge = proposed[-1].payload.get("knowledge") if proposed else None
+    from arbor.campaign.compile_times import of_node
+
     return {"node": node_row(node), "hypothesis": node.hypothesis, "source": source, "diff": diff,
-            "measurements": ms, "verdicts": vs, "profile": profile_of(store, node_id, node.campaign_id),
+            "measurements": ms, "compile": of_node(store.measurements(node_id)), "verdicts": vs, "profile": profile_of(store, node_id, node.campaign_id),
             "prior": node.prior, "predicted_gain": node.predicted_gain,
             "prior_from": knowledge or {"source": "skill" if node.parent_id is not None else "baseline"}}

@@ -31,6 +31,7 @@ _MAX_SAMPLE_S = 0.25  # no side's sample may take longer, whatever the other sid
 _RESULT = "result.json"
 _HERE = os.path.dirname(os.path.abspath(__file__))
 checks = integrity = timing = cost = fpr = correctness = None  # helpers, loaded by path in main()
+compile_cache = None  # loaded by path in main(), before torch (it sets Inductor's cache folders)
 Failure = Exception  # kernel_checks.Failure once loaded
 
 
@@ -95,6 +96,8 @@ class Harness:
         self.close_fraction = float(req.get("close_fraction", 0.99))
         self.checker = correctness.Correctness(self, checks, integrity)
         self.facts: dict = {"inner_by_side": [0, 0]}
+        self.first_calls = compile_cache.FirstCalls()  # compile time, apart from the timed samples
+        self.facts["first_call_s"] = self.first_calls.seconds
         self.result: dict = {
             "status": "running", "phase": "import", "error_class": None, "error_text": None,
             "correctness": [], "recheck": None, "baseline_samples": [], "candidate_samples": [],
@@ -210,10 +213,12 @@ class Harness:
 
     def call(self, is_new: bool, xs: list):  # type: ignore[no-untyped-def]
         try:
+            t0 = self.first_calls.start(is_new)
             with self.as_reference(is_new):
                 out = (self.new if is_new else self.ref)(*xs)
             if self.cuda:
                 self.sync()
+            self.first_calls.stop(is_new, t0)
             return out
         except BaseException as e:
             if is_new:
@@ -336,8 +341,9 @@ class Harness:
         self.result.update(status="ok", phase="done")
 
 
-def measure(req: dict, result_path: str, torch, torch_import_s: float) -> int:  # type: ignore[no-untyped-def]
-    """One measurement, written to ``result_path``; the exit code says whether the harness held."""
+def measure(req: dict, result_path: str, torch, torch_import_s: float, cache=None) -> int:  # type: ignore[no-untyped-def]
+    """One measurement, written to ``result_path``; the exit code says whether the harness held.
+    ``cache``: the job's compile cache (compile_cache.JobCache), packed for the host at the end."""
     global _RESULT
     _RESULT = result_path
     result = {"status": "error", "phase": "start", "error_class": "harness_error",
@@ -357,6 +363,8 @@ def measure(req: dict, result_path: str, torch, torch_import_s: float) -> int:  
             result.update(status="error", error_class="oom" if oom else "harness_error",
                           error_text=_tail(_format_exc(e)), baseline_samples=[], candidate_samples=[])
             rc = 0 if oom else 1
+    if cache is not None:
+        result.setdefault("stats", {})["compile_cache"] = cache.save()
     _write_result(result)
     return rc
 
@@ -369,9 +377,15 @@ def main(argv: list[str]) -> int:
         req = json.load(f)
     os.remove(argv[1])  # the nonces inside must not be readable by the candidate from disk
     entries = req["batch"] if "batch" in req else None
-    global _RESULT
+    global _RESULT, compile_cache
+    cache = None
     try:
         _load_module("arbor_harness_allocator", os.path.join(_HERE, "allocator.py")).pin()  # before torch
+        compile_cache = _load_module("arbor_harness_compile_cache", os.path.join(_HERE, "compile_cache.py"))
+        if entries is None:  # one measurement: its candidate's compiled artifacts travel with the job
+            cache = compile_cache.JobCache.open(req)
+            if cache is not None:
+                cache.activate()  # before torch: Inductor and Triton read their folders from the env
         t0 = time.perf_counter()
         import torch  # noqa: PLC0415  (imported here so a missing torch is reported as data)
 
@@ -391,7 +405,7 @@ def main(argv: list[str]) -> int:
             _write_result({"status": "error", "phase": "start", "error_class": "harness_error",
                            "error_text": _tail(_format_exc(e)), "nonce": r.get("nonce")})
         return 1
-    return measure(req, "result.json", torch, torch_import_s)
+    return measure(req, "result.json", torch, torch_import_s, cache)
 
 
 if __name__ == "__main__":
