@@ -23,13 +23,14 @@ from __future__ import annotations
 import math
 import os
 import threading
-from dataclasses import dataclass, replace
+import time
+from dataclasses import dataclass, field, replace
 from functools import partial
 
 from arbor.sandbox.executors import Done, Executor, LocalExecutor, plan_slots
 from arbor.sandbox.runner import Runner, make_runner
 
-from . import compile_times
+from . import compile_times, timing
 from .context import Context
 from .profiling import profiling_on
 from .sandbox_setup import runner_options
@@ -47,6 +48,7 @@ class Flight:
     attempt: int
     purpose: str
     primary: bool  # counts against max_evaluations once measured
+    started: float = field(default_factory=time.monotonic)  # when it was handed to a worker (timing.py)
 
 
 def measure_task(ctx: Context, source: str):
@@ -144,6 +146,12 @@ class Parallel:
         self.confirming: dict[int, float] = {}  # node -> first measured speedup, while it is confirmed
         self.speculate = SPECULATE
         self.held: set[int] = set()  # measured before the baseline was judged: judged right after it
+        # candidates left queued because their measurement would not end inside max_wall_s: the next
+        # run (a larger budget) measures them; their reason stops this one (steps.select)
+        self.deferred: dict[int, str] = {}
+        self.lags: list[float] = []  # per finished measurement: seconds beyond its own duration until recorded
+        self.gaps: list[float] = []  # seconds from recording a measurement to dispatching the same node's next
+        self._recorded_at: dict[int, float] = {}
         ctx.index.keep_pending = EXPAND_IN_FLIGHT
         self._stop = threading.Event()
         self._beat = threading.Thread(target=self._heartbeat, daemon=True, name="arbor-heartbeat")
@@ -179,6 +187,28 @@ class Parallel:
         """Nodes the loop must not pick up as half-done work: measurements running, and candidates
         measured while the baseline was, which wait for its verdict (see ``hold``)."""
         return set(self.flights) | (self.held if self.held and not self._baseline_judged() else set())
+
+    def defer_for_time(self, node_id: int) -> bool:
+        """Whether a candidate's first measurement must not start: with it (and, if it wins, its
+        confirmation), what is in flight and the final verification, the campaign would end after
+        ``max_wall_s`` (``timing.dispatch_fits``). It stays queued for a later run; the reason
+        becomes the stop reason once what is in flight has landed. Confirmations and other later
+        measurements of a candidate already started always go ahead."""
+        ctx = self.ctx
+        node = ctx.store.get_node(node_id)
+        if node.parent_id is None or ctx.store.measurements(node_id):
+            return False
+        reason = timing.dispatch_fits(ctx, ctx.source(node.artifact_sha))
+        if reason is None:
+            return False
+        self.deferred[node_id] = reason
+        ctx.store.append_event(ctx.cid, "deferred", {"reason": reason}, node_id=node_id, agent="loop")
+        ctx.report("sandbox_info", {"text": f"node {node_id} left queued for a later run: {reason}"})
+        return True
+
+    def out_of_time(self) -> str | None:
+        """The stop reason of a deferred dispatch, once one was deferred."""
+        return next(iter(self.deferred.values()), None)
 
     def early_start(self) -> bool:
         """Whether the baseline's children may be proposed and measured while the baseline itself
@@ -252,6 +282,8 @@ class Parallel:
         attempt = len(ctx.store.measurements(node_id)) + 1
         purpose = _next_purpose(ctx, node_id)
         ctx.store.start_running(node_id, ctx.owner)
+        if node_id in self._recorded_at:  # judged, now measured again: the loop's share of a chain
+            self.gaps.append(time.monotonic() - self._recorded_at.pop(node_id))
         worker = self.executor.submit(node_id, measure_task(ctx, ctx.source(node.artifact_sha)))
         self.flights[node_id] = Flight(node_id, attempt, purpose, attempt == 1 and node.parent_id is not None)
         if node.parent_id is None and attempt == 1 and self.early_start():
@@ -259,10 +291,24 @@ class Parallel:
             self.ctx.index.set_provisional(node, 0.0)  # the baseline is expandable while it is measured
         ctx.report("measuring", {"node": node, "attempt": attempt, "purpose": purpose, "worker": worker})
 
+    def lag_s(self) -> float:
+        """What the loop adds to each measurement of a chain beyond its own duration: handing the
+        task over and collecting it, then judging it before the next one (a confirmation) starts.
+        Upper quartiles of the last twenty: a budget that holds must not count on a quick loop."""
+        def q3(xs: list[float]) -> float:
+            recent = sorted(xs[-20:])
+            return recent[(3 * len(recent)) // 4] if recent else 0.0
+
+        return q3(self.lags) + q3(self.gaps)
+
     def record(self, done: Done) -> int | None:
         """Store what a worker returned; returns the node id when it is ready for the Critic."""
         ctx = self.ctx
         f = self.flights.pop(done.key)
+        if done.result is not None:
+            own = float(done.result.get("duration_s") or done.duration_s or 0.0)
+            self.lags.append(max(0.0, time.monotonic() - f.started - own))
+            self._recorded_at[f.node_id] = time.monotonic()
         if done.exception is not None:
             raise done.exception
         if f.purpose == "final":  # verification ahead of time: recorded, nothing to judge; a lost one
@@ -314,11 +360,13 @@ def measure(ctx: Context, state: dict) -> dict:
             continue
         if par.executor.free_slots() <= 0:
             break  # stays queued: select hands it back once a worker frees up
+        if nid in par.deferred or par.defer_for_time(nid):
+            continue  # would end after max_wall_s: left queued for a later run
         par.submit(nid)
         submitted += 1
     # measured nodes a dead run left go on to the Critic; queued ones that found no free worker
     # bring the graph back here (critique → measure), which then waits for a worker
-    ids = [nid for nid in state.get("node_ids", []) if nid not in par.flights]
+    ids = [nid for nid in state.get("node_ids", []) if nid not in par.flights and nid not in par.deferred]
     ready = any(ctx.store.get_node(nid).state == "measured" for nid in ids)  # the Critic need not wait
     if par.flights and not ready and (par.executor.free_slots() <= 0 or submitted == 0):
         for done in par.executor.collect():

@@ -48,7 +48,8 @@ def select(ctx: Context, state: LoopState) -> LoopState:
         raise CampaignBusy("this run stalled and another `arbor run` took the campaign over — "
                            "stopping here; the other run carries on")
     flying = ctx.parallel.in_flight() if ctx.parallel is not None else ()
-    pending = [n.id for n in ctx.store.nodes(ctx.cid, states=PENDING) if n.id not in flying]
+    deferred = ctx.parallel.deferred if ctx.parallel is not None else {}  # left queued: no time for them
+    pending = [n.id for n in ctx.store.nodes(ctx.cid, states=PENDING) if n.id not in flying and n.id not in deferred]
     if pending:  # finish what a previous step (or a dead process) left half-way
         return {"parent_id": None, "node_ids": pending, "stop_reason": None}
     idx = ctx.index
@@ -56,6 +57,8 @@ def select(ctx: Context, state: LoopState) -> LoopState:
     elapsed = ctx.flush_elapsed()
     evals = ctx.evaluations() + (ctx.parallel.pending_evaluations() if flying else 0)
     reason = stop_reason(ctx.spec.budget, idx, evals, elapsed, timing.ahead_s(ctx)) or llm_stop_reason(ctx.llm)
+    if reason is None and ctx.parallel is not None:  # a candidate was left queued: it would not fit
+        reason = ctx.parallel.out_of_time()
     if (reason is not None or idx.root() is None) and flying:  # no new work: wait for what is in flight
         verify_ahead(ctx)  # and give free workers the best's final measurements meanwhile
         return {"parent_id": None, "node_ids": [], "stop_reason": None}
