@@ -16,6 +16,18 @@ decides which archive a job gets (the candidate's own key: ``sandbox/compile_cac
 what comes back under that key only, so whatever a candidate writes into its cache is read by
 nobody but its own later measurements (docs/integrity.md#compile-cache).
 
+Two Inductor (torch 2.13, CPU) behaviours would make every process pay again whatever the cache
+holds, so the job changes them while the cache is in use: the precompiled header of its C++
+kernels lives in the *default* temp folder (``default_cache_dir()/precompiled_headers``, not
+``TORCHINDUCTOR_CACHE_DIR``) and is preprocessed again in every process even when it exists (~15 s
+a measurement on the development machine): ``TORCHINDUCTOR_CPP_CACHE_PRECOMPILE_HEADERS=0``, so a
+cached kernel loads without running the compiler at all; and the vector-ISA check builds and
+``dlopen``s a probe library in a child process per ISA (~3 s): the first job of a key runs that
+probe itself, before the candidate is imported, and when every ISA the CPU's flags name passes it
+sets ``cpp.vec_isa_ok`` (the archive says so, and later jobs set ``TORCHINDUCTOR_VEC_ISA_OK=1``:
+same CPU flags and torch, the manifest) — set in every job of the key, so Inductor's own cache
+keys, which include that setting, stay the same from the first job on.
+
 Unpacking trusts nothing in the archive: names must be plain relative paths, only regular files
 are written, each below the cache folder (never the harness's files, the problem or result.json),
 and an archive made under another torch/Triton/Python/CPU (its manifest) is ignored, not unpacked.
@@ -94,6 +106,7 @@ class JobCache:
         self.root = os.path.realpath(os.path.join(workdir, DIR))
         self.restored: dict[str, tuple] = {}  # name -> (size, mtime), as unpacked
         self.stats: dict = {"key": self.key[:16], "restored": 0, "status": "miss"}
+        self.vec_isa_ok = False  # every ISA the CPU's flags name passed Inductor's probe here
 
     @classmethod
     def open(cls, req: dict, workdir: str = ".") -> "JobCache | None":
@@ -109,6 +122,7 @@ class JobCache:
         # the FX graph and AOT autograd caches are on by default; say so in case a build defaults off
         os.environ.setdefault("TORCHINDUCTOR_FX_GRAPH_CACHE", "1")
         os.environ.setdefault("TORCHINDUCTOR_AUTOGRAD_CACHE", "1")
+        os.environ.setdefault("TORCHINDUCTOR_CPP_CACHE_PRECOMPILE_HEADERS", "0")  # see the module docstring
         if not self.source:
             return
         t0 = _clock()
@@ -123,6 +137,25 @@ class JobCache:
                 os.remove(os.path.abspath(self.source))  # the candidate need not see it twice
             except OSError:
                 pass
+
+    def before_candidate(self, device: str) -> None:
+        """After torch is imported, before the candidate is: on the CPU, run Inductor's vector-ISA
+        probe once (the candidate would run it at its first compile) and, when it passes for
+        every ISA the CPU names, settle ``cpp.vec_isa_ok`` for this and every later job of the
+        key (see the module docstring)."""
+        if self.vec_isa_ok or not device.startswith("cpu"):
+            return
+        t0 = _clock()
+        try:
+            import torch._inductor.config as inductor_config  # noqa: PLC0415
+
+            if _isa_probes_passed(run=True):
+                inductor_config.cpp.vec_isa_ok = True
+                self.vec_isa_ok = True
+        except Exception as e:  # noqa: BLE001 - no Inductor here: the candidate finds out itself
+            self.stats["isa_probe_error"] = f"{type(e).__name__}: {str(e)[:200]}"
+        finally:
+            self.stats["isa_probe_s"] = round(_clock() - t0, 4)
 
     def _unpack(self, path: str) -> None:
         with zipfile.ZipFile(path) as zf:
@@ -154,6 +187,9 @@ class JobCache:
                     f.write(zf.read(info))
                 self.restored[name] = _stamp(target)
         self.stats.update(status="hit", restored=len(self.restored))
+        if manifest.get("vec_isa_ok") is True:
+            self.vec_isa_ok = True
+            os.environ["TORCHINDUCTOR_VEC_ISA_OK"] = "1"
 
     def _files(self) -> dict[str, str]:
         out: dict[str, str] = {}
@@ -170,8 +206,10 @@ class JobCache:
         return out
 
     def save(self) -> dict:
-        """Pack the folder into the out archive when this job added anything; returns the stats."""
+        """Pack the folder into the out archive when this job added anything; returns the stats
+        (with Inductor's own cache counters: whether its FX graph and AOT caches hit)."""
         t0 = _clock()
+        self.stats["inductor"] = _inductor_counters()
         try:
             files = self._files()
             new = [n for n, p in files.items() if self.restored.get(n) != _stamp(p)]
@@ -184,7 +222,8 @@ class JobCache:
                 return self.stats
             tmp = self.out + ".tmp"
             with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=1) as zf:
-                zf.writestr(MANIFEST, json.dumps({"key": self.key, "environment": environment()}))
+                zf.writestr(MANIFEST, json.dumps({"key": self.key, "environment": environment(),
+                                                  "vec_isa_ok": self.vec_isa_ok}))
                 for name in sorted(files):
                     zf.write(files[name], name)
             size = os.path.getsize(tmp)
@@ -199,6 +238,39 @@ class JobCache:
         finally:
             self.stats["pack_s"] = round(_clock() - t0, 4)
         return self.stats
+
+
+def _inductor_counters() -> dict:
+    """Inductor's FX graph and AOT autograd cache hits/misses in this process (nothing when the
+    candidate never compiled: torch._dynamo was not even imported)."""
+    utils = sys.modules.get("torch._dynamo.utils")
+    counters = getattr(utils, "counters", None)
+    if counters is None:
+        return {}
+    out = {}
+    for group in ("inductor", "aot_autograd"):
+        for k, v in dict(counters.get(group, {})).items():
+            if "cache" in k:
+                out[k] = int(v)
+    return out
+
+
+def _isa_probes_passed(run: bool = False) -> bool:
+    """Whether Inductor's vector-ISA probe (run now with ``run``, else only if it already ran in
+    this process) passes on x86-64 for every ISA the CPU's flags name, i.e. ``vec_isa_ok`` would
+    pick the same ISAs. False when it did not run or this torch lays it out differently."""
+    if run and platform.machine() in ("x86_64", "AMD64"):
+        import torch._inductor.cpu_vec_isa  # noqa: F401, PLC0415
+    isa = sys.modules.get("torch._inductor.cpu_vec_isa")
+    try:
+        valid = isa.valid_vec_isa_list
+        if (not run and valid.cache_info().currsize == 0) or platform.machine() not in ("x86_64", "AMD64"):
+            return False
+        flags = isa.x86_isa_checker()
+        named = [str(i) for i in isa.supported_vec_isa_list if all(f in flags for f in str(i).split())]
+        return bool(named) and [str(i) for i in valid()] == named
+    except Exception:  # noqa: BLE001 - another torch: simply keep probing
+        return False
 
 
 class FirstCalls:

@@ -396,6 +396,8 @@ def main(argv: list[str]) -> int:
             (("checks", "kernel_checks"), ("integrity", "integrity"), ("timing", "timing"),
              ("cost", "cost"), ("fingerprint", "fingerprint"), ("correctness", "correctness")))
         Failure = checks.Failure
+        if cache is not None:  # torch is here, the candidate is not yet (Inductor's ISA probe)
+            cache.before_candidate(str(req.get("device") or "cpu"))
         if entries is not None:  # each measured in a forked child (batch.py)
             return _load_module("arbor_harness_batch", os.path.join(_HERE, "batch.py")).run(
                 entries, lambda r, path: measure(r, path, torch, torch_import_s))

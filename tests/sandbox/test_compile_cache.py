@@ -273,3 +273,30 @@ def test_a_compiled_candidate_reports_its_compile_apart_from_timing(tmp_path):
         assert second.stats["compile_cache"]["restored"] > 0
     finally:
         runner.close()
+
+
+def test_activation_points_inductor_at_the_cache_and_skips_per_process_work(tmp_path, monkeypatch):
+    """The precompiled header lives outside TORCHINDUCTOR_CACHE_DIR and is preprocessed again in
+    every process, so the job turns it off; the ISA probe is skipped only when the archive says it
+    passed under this very key and environment."""
+    names = ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR", "TORCHINDUCTOR_CPP_CACHE_PRECOMPILE_HEADERS",
+             "TORCHINDUCTOR_VEC_ISA_OK", "TORCHINDUCTOR_FX_GRAPH_CACHE", "TORCHINDUCTOR_AUTOGRAD_CACHE")
+    for n in names:  # monkeypatch restores whatever activate() sets
+        monkeypatch.setenv(n, "x")
+        monkeypatch.delenv(n)
+    mod = _harness_module()
+    job = mod.JobCache({"key": "k" * 64, "in": None, "out": str(tmp_path / "o.zip")}, str(tmp_path))
+    job.activate()
+    assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == os.path.join(job.root, "inductor")
+    assert os.environ["TRITON_CACHE_DIR"] == os.path.join(job.root, "triton")
+    assert os.environ["TORCHINDUCTOR_CPP_CACHE_PRECOMPILE_HEADERS"] == "0"
+    assert "TORCHINDUCTOR_VEC_ISA_OK" not in os.environ
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as zf:
+        zf.writestr(mod.MANIFEST, json.dumps({"key": "k" * 64, "environment": mod.environment(), "vec_isa_ok": True}))
+        zf.writestr("inductor/a.so", b"1")
+    (tmp_path / "b").mkdir()
+    (tmp_path / "b" / "in.zip").write_bytes(buf.getvalue())
+    again = mod.JobCache({"key": "k" * 64, "in": str(tmp_path / "b" / "in.zip"), "out": "o.zip"}, str(tmp_path / "b"))
+    again.activate()
+    assert again.stats["status"] == "hit" and os.environ["TORCHINDUCTOR_VEC_ISA_OK"] == "1"
