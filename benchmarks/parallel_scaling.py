@@ -234,7 +234,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workers", nargs="*", type=int, default=[1, 2, 4, 8])
     ap.add_argument("--seeds", nargs="*", type=int, default=[0, 1, 2, 3, 4])
     ap.add_argument("--variants", nargs="*", default=["after"], choices=sorted(VARIANTS))
-    ap.add_argument("--max-evaluations", type=int, default=60)
+    ap.add_argument("--max-evaluations", type=int, default=100)
     ap.add_argument("--out", default="parallel_scaling", help="result name under benchmarks/results/")
     args = ap.parse_args(argv)
     started = time.monotonic()

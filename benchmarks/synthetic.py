@@ -54,7 +54,7 @@ def make_landscape(name: str = "synthetic", seed: int = 0, noise: float = 0.03, 
                      campaign={"critic": {"max_cv": 0.15, "min_speedup": 1.02}, "measurement": {"seeds": [0, 1, 2]}})
 
 
-def make_wide(name: str, knobs: int, values: int, seed: int = 0, runs: int = 2, rounds: int = 10,
+def make_wide(name: str, knobs: int, values: int, seed: int = 0, runs: int = 2, rounds: int = 60,
               recorded: list[Landscape] | None = None) -> Landscape:
     """Many independent moves: ``knobs`` categorical knobs of ``values`` values each; per knob one
     value speeds the kernel up (x1.12-1.35), the default is neutral and the others slow it down
@@ -85,7 +85,7 @@ def make_wide(name: str, knobs: int, values: int, seed: int = 0, runs: int = 2, 
         for _ in range(runs):
             src = pool[rng.randrange(len(pool))]
             n = min(len(src.b), len(src.c))
-            idx = sorted(rng.sample(range(n), min(rounds, n)))
+            idx = sorted(rng.sample(range(n), min(rounds, n)))  # a live run has ~90 rounds
             b, c = [src.b[k] for k in idx], [src.c[k] for k in idx]
             ratio, scale = _median(b) / _median(c), REFERENCE_S / _median(src.b)  # one reference for all
             rs.append(compact_run([x * scale for x in b], [x * scale * ratio / speedup for x in c], src.s))
@@ -106,7 +106,7 @@ def _median(xs: list[float]) -> float:
 
 
 REFERENCE_S = 2e-3  # every run's reference is rescaled to this median (its noise kept)
-WIDE = {"syn_wide_k3v8": (3, 8, 1), "syn_wide_k4v6": (4, 6, 2)}  # name: knobs, values, seed
+WIDE = {"syn_wide_k3v6": (3, 6, 1), "syn_wide_k4v4": (4, 4, 2)}  # name: knobs, values, seed
 
 
 def write_wide(out_dir=None) -> list:  # type: ignore[no-untyped-def]

@@ -66,7 +66,16 @@ def select(ctx: Context, state: LoopState) -> LoopState:
         knowledge.ensure_warm_start(ctx)  # priors from similar problems, once the baseline is judged
         # the index (just refreshed) rules out almost every sha without a query; the store confirms
         is_known = lambda sha: idx.has_artifact(sha) and ctx.store.find_node(ctx.cid, sha) is not None  # noqa: E731
-        sel = ctx.orchestrator.select(idx, ctx.source, is_known, state.get("step", 0))
+        sel = None
+        focus = ctx.parallel.focus_row() if ctx.parallel is not None else None
+        if focus is not None:  # several workers: the believed best keeps its share of them
+            idx.focus = focus
+            try:
+                sel = ctx.orchestrator.select(idx, ctx.source, is_known, state.get("step", 0))
+            finally:
+                idx.focus = None
+        if sel is None:
+            sel = ctx.orchestrator.select(idx, ctx.source, is_known, state.get("step", 0))
         if sel is None and flying:  # free workers: bet on a node still being measured
             sel = ctx.parallel.select_in_flight(state.get("step", 0))
         if sel is None:
