@@ -10,6 +10,10 @@ from pathlib import Path
 from benchmarks.remeasure import EAGER, Remeasured, curve, reach
 
 REACH, NOISE, GOAL_RATIO = 0.95, 0.05, 0.5
+# The goal is judged where a warm start can show anything: problems whose cold run needed at least
+# MIN_COLD evaluations to its target (a cold run that wins at evaluation 1 can only be tied), and
+# only once there are at least MIN_PROBLEMS of them.
+MIN_COLD, MIN_PROBLEMS = 3, 8
 
 
 def final_ratio(rm: Remeasured, cold_key: str | None, warm_key: str | None) -> float | None:
@@ -53,14 +57,22 @@ def compare_row(p: Path, scale: float, c: dict, w: dict, r: dict | None, warm_pr
     return row
 
 
-def medians(rows: list[dict], cold: str, warm: str) -> tuple[float | None, int, float | None, int]:
+def medians(rows: list[dict], cold: str, warm: str, min_cold: int = MIN_COLD
+            ) -> tuple[float | None, int, float | None, int]:
     """(median warm/cold over problems with a target, n, the same over those whose cold run needed
-    more than one evaluation, n); a warm run that never reached the target counts as infinite."""
+    at least ``min_cold`` evaluations, n); a warm run that never reached the target counts as
+    infinite."""
     scored = [((r[warm] / r[cold]) if r[warm] else float("inf"), r[cold]) for r in rows if not r["error"] and r[cold]]
     ratios = [x for x, _ in scored]
-    searched = [x for x, n in scored if n > 1]
+    searched = [x for x, n in scored if n >= min_cold]
     return (statistics.median(ratios) if ratios else None, len(ratios),
             statistics.median(searched) if searched else None, len(searched))
+
+
+def goal_met(median_searched: float | None, n_searched: int) -> bool:
+    """The evaluations goal: median warm/cold <= GOAL_RATIO over at least MIN_PROBLEMS problems
+    whose cold run needed MIN_COLD evaluations or more."""
+    return median_searched is not None and n_searched >= MIN_PROBLEMS and median_searched <= GOAL_RATIO
 
 
 def median_floor(rows: list[dict], cold: str) -> float | None:

@@ -16,6 +16,8 @@ import sys
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 
+from arbor.sandbox.compile_cache import (ARCHIVE_IN, ARCHIVE_OUT, CompileCache, cache_key, default_cache,
+                                         runner_identity)
 from arbor.sandbox.gpu import (ABOVE_PEAK_TOLERANCE, bandwidth_at, cached_cpu_peak, cached_gpu_peak, check_identity,
                               mark_cpu_peak_stale, store_cpu_peak, store_gpu_peak)
 from arbor.sandbox.runner import Job, JobResult, PythonEntry, Runner
@@ -27,7 +29,7 @@ HARNESS_PATH = Path(__file__).parent / "harness" / "kernel_harness.py"
 # Shipped beside the harness and loaded by path in the child (never imported from Arbor there).
 HARNESS_MODULES = ("kernel_checks.py", "integrity.py", "process_state.py", "registries.py", "liveness.py",
                    "timing.py", "calibration.py", "clock_watch.py", "cost.py", "fingerprint.py", "correctness.py",
-                   "batch.py", "allocator.py")
+                   "batch.py", "allocator.py", "compile_cache.py")
 # a runner may start the harness warm (forked from a worker that imported torch once)
 HARNESS_ENTRY = PythonEntry("kernel_harness.py", HARNESS_MODULES)
 ERROR_CLASSES = ("compile_error", "runtime_error", "timeout", "oom", "incorrect", "hack_suspected",
@@ -72,6 +74,8 @@ class KernelRequest:
     # Peak rates at the campaign's own threads (CPU) or measured on the board (GPU): what the
     # speed-of-light position and profiles are read against. None: cached, else measured once.
     sol_peak: dict | None = None
+    # a compiled candidate's artifacts are kept for its next measurements (sandbox/compile_cache.py)
+    reuse_compiled: bool = True
 
 
 @dataclass
@@ -113,18 +117,23 @@ def _tail(text: str, limit: int = _TEXT_LIMIT) -> str:
     return text if len(text) <= limit else "..." + text[-(limit - 3):]
 
 
-def _request_json(req: KernelRequest, nonce: str) -> str:
-    body = {k: v for k, v in asdict(req).items() if k not in ("problem_source", "candidate_source")}
+def _request_json(req: KernelRequest, nonce: str, cache_key: str | None = None, shipped: bool = False) -> str:
+    body = {k: v for k, v in asdict(req).items()
+            if k not in ("problem_source", "candidate_source", "reuse_compiled")}
     if req.extra_time_s is None:
         body["extra_time_s"] = 2 * req.time_budget_s
     body.update(problem_file="problem.py", candidate_file="candidate.py", nonce=nonce,
                 measure_peak=req.peak is None and not req.device.startswith("cuda"),
                 measure_sol_peak=req.sol_peak is None)
+    if cache_key:
+        body["compile_cache"] = {"key": cache_key, "in": ARCHIVE_IN if shipped else None, "out": ARCHIVE_OUT}
     return json.dumps(body)
 
 
-def build_job(req: KernelRequest, nonce: str) -> Job:
-    """The job for one measurement. The harness ships as a file, so Docker runners need no mount."""
+def build_job(req: KernelRequest, nonce: str, cache_key: str | None = None, archive: bytes | None = None) -> Job:
+    """The job for one measurement. The harness ships as a file, so Docker runners need no mount;
+    so does a compiled candidate's cache (``archive``, from its earlier measurement under
+    ``cache_key``), and the job's own comes back as a collected file."""
     if req.mode not in ("ab", "aa"):
         raise ValueError(f"unknown mode {req.mode!r}: use 'ab' (reference vs candidate) or 'aa'")
     cuda = req.device.startswith("cuda")
@@ -136,10 +145,11 @@ def build_job(req: KernelRequest, nonce: str) -> Job:
                for name in HARNESS_MODULES},
             "problem.py": req.problem_source,
             "candidate.py": req.candidate_source,
-            "request.json": _request_json(req, nonce),
+            "request.json": _request_json(req, nonce, cache_key, archive is not None),
+            **({ARCHIVE_IN: archive} if cache_key and archive else {}),
         },
         timeout_s=req.timeout_s,
-        collect=["result.json"],
+        collect=["result.json"] + ([ARCHIVE_OUT] if cache_key else []),
         # A CUDA context reserves far more virtual address space than it uses: RLIMIT_AS would
         # make every GPU run fail, so GPU memory is bounded by the device (and Docker) instead.
         memory_bytes=None if cuda else req.memory_bytes,
@@ -303,15 +313,48 @@ def _finish(res: JobResult, req: KernelRequest, nonce: str) -> KernelMeasurement
     return m
 
 
-def measure_kernel(runner: Runner, req: KernelRequest) -> KernelMeasurement:
-    """Measure one candidate against its reference. Failures come back as data, never raised."""
+_DEFAULT_CACHE = object()
+
+
+def compile_facts(m: KernelMeasurement, cache: str) -> dict:
+    """The candidate's first call (its compilation, or the cache's load) apart from its timing:
+    ``compile_s`` is that call less the steady per-call time of the timed samples, plus Inductor's
+    vector-ISA probe when the job ran it ahead of the candidate (harness/compile_cache.py)."""
+    first = (m.stats.get("first_call_s") or [None, None])[-1]
+    steady = sorted(m.candidate_samples)[len(m.candidate_samples) // 2] if m.candidate_samples else 0.0
+    probe = float((m.stats.get("compile_cache") or {}).get("isa_probe_s") or 0.0)
+    out: dict = {"cache": cache}
+    if isinstance(first, (int, float)):
+        out.update(first_call_s=round(float(first), 4),
+                   compile_s=round(max(0.0, float(first) - steady) + probe, 4))
+    return out
+
+
+def measure_kernel(runner: Runner, req: KernelRequest, cache: CompileCache | None | object = _DEFAULT_CACHE
+                   ) -> KernelMeasurement:
+    """Measure one candidate against its reference. Failures come back as data, never raised.
+
+    A compiled candidate's artifacts are kept in ``cache`` (default: the user's, see
+    ``compile_cache.py``; None: off) under its own key and shipped into its next measurement."""
     if req.mode != "aa":
         rejected = precheck_candidate(req.candidate_source)
         if rejected is not None:
             return rejected
     nonce = secrets.token_hex(16)
     req = _with_peak(req)
-    return _finish(runner.run(build_job(req, nonce)), req, nonce)
+    store = default_cache() if cache is _DEFAULT_CACHE else cache
+    key = cache_key(req, runner_identity(runner)) if store is not None and req.reuse_compiled else None
+    archive = store.get(key) if key else None  # type: ignore[union-attr]
+    res = runner.run(build_job(req, nonce, key, archive))
+    m = _finish(res, req, nonce)
+    status = "off"
+    if key:
+        status = (m.stats.get("compile_cache") or {}).get("status") or ("hit" if archive else "miss")
+        fresh = res.outputs.get(ARCHIVE_OUT)
+        if fresh and m.ok and store.put(key, fresh):  # type: ignore[union-attr]
+            m.stats.setdefault("compile_cache", {})["kept"] = True
+    m.stats["compile"] = compile_facts(m, status)
+    return m
 
 
 def prewarm(runner: Runner, req: KernelRequest) -> bool:
@@ -348,7 +391,8 @@ def measure_kernels(runner: Runner, reqs: list[KernelRequest]) -> list[KernelMea
                     memory_bytes=None if None in limits else max(limits), entry=jobs[0].entry)
         res = runner.run(batch)
         for k, (i, r, nonce) in enumerate(todo):
-            out[i] = _finish(_child_result(res, k), r, nonce)
+            out[i] = m = _finish(_child_result(res, k), r, nonce)
+            m.stats["compile"] = compile_facts(m, "off")  # forked children: no cache between jobs
     return [m for m in out if m is not None]
 
 

@@ -88,6 +88,9 @@ class TreeIndex:
         # chance that the node itself is accepted (``_speculative_rows``)
         self.keep_pending = False
         self.speculative = False
+        # parallel campaigns: when set, the only row that may be expanded (the believed best, while
+        # fewer of its children are in flight than its share of the workers: arbor/campaign/parallel.py)
+        self.focus: int | None = None
         self._pending_ids: set[int] = set()  # children counted in their parent's "pending"
         self._provisional: dict[int, float] = {}  # row -> first measured value, while confirming
         self.prior_bound = prior_bound
@@ -241,6 +244,10 @@ class TreeIndex:
         for row in spec:
             mask[row] = True
         mask &= c["expandable"][:n]
+        if self.focus is not None and self.focus < n:
+            keep = bool(mask[self.focus])
+            mask[:] = False
+            mask[self.focus] = keep
         rows = np.nonzero(mask)[0]
         parent = c["parent"][rows]
         own_visits = c["visits"][rows]
@@ -292,6 +299,21 @@ class TreeIndex:
         # its own score only: ancestors' Q is a running max that could not be taken back if the
         # confirmation fails
         self._g.cols["value"][row] = value
+
+    def leading_row(self) -> int | None:
+        """The row of the best value among accepted nodes and wins still being confirmed (their
+        first measurement), or None; a parallel campaign's most promising node to build on."""
+        c = self._g.cols
+        best_row, best = self._best_row, None
+        if best_row is not None:
+            best = float(np.nan_to_num(c["value"][best_row], nan=-np.inf))
+        for row, value in self._provisional.items():
+            if best is None or value > best:
+                best_row, best = row, value
+        return best_row
+
+    def is_expandable(self, row: int) -> bool:
+        return bool(self._g.cols["expandable"][row])
 
     def pending_children(self, node_id: int) -> int:
         row = self.row_of.get(node_id)

@@ -34,3 +34,16 @@ def campaign_dir(tmp_path: Path) -> Path:
     dst = tmp_path / "campaigns"
     shutil.copytree(REPO / "campaigns", dst, ignore=shutil.ignore_patterns("arbor.db*", "arbor_runs", "__pycache__"))
     return dst
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _private_compile_cache(tmp_path_factory):
+    """Compiled candidates' artifacts (sandbox/compile_cache.py) land in a folder of this test
+    session, never in the user's cache: a second run of the suite starts cold like the first."""
+    old = os.environ.get("ARBOR_COMPILE_CACHE")
+    os.environ["ARBOR_COMPILE_CACHE"] = str(tmp_path_factory.mktemp("compile-cache"))
+    yield
+    if old is None:
+        os.environ.pop("ARBOR_COMPILE_CACHE", None)
+    else:
+        os.environ["ARBOR_COMPILE_CACHE"] = old

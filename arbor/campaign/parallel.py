@@ -22,13 +22,16 @@ from __future__ import annotations
 
 import math
 import os
+import statistics
 import threading
-from dataclasses import dataclass, replace
+import time
+from dataclasses import dataclass, field, replace
 from functools import partial
 
 from arbor.sandbox.executors import Done, Executor, LocalExecutor, plan_slots
 from arbor.sandbox.runner import Runner, make_runner
 
+from . import compile_times, timing
 from .context import Context
 from .profiling import profiling_on
 from .sandbox_setup import runner_options
@@ -37,6 +40,7 @@ SPECULATE = True  # expand a new best while its confirmation runs (see Parallel.
 EXPAND_IN_FLIGHT = True  # expand nodes before their first verdict, discounted (TreeIndex.speculative)
 EARLY_START = True  # measure the baseline's children while it is measured (Parallel.early_start)
 VERIFY_AHEAD = True  # idle workers in the drain take the best's final measurements (verify.verify_ahead)
+DIVERSE_PICKS = True  # the believed best keeps half the workers on its children (Parallel.focus_row)
 HANG_GRACE_S = 120.0  # beyond the sandbox's limit before a silent worker counts as hung
 
 
@@ -46,11 +50,23 @@ class Flight:
     attempt: int
     purpose: str
     primary: bool  # counts against max_evaluations once measured
+    started: float = field(default_factory=time.monotonic)  # when it was handed to a worker (timing.py)
+    reprobe_attempt: int | None = None  # the baseline's attempt measured first on the same worker
 
 
 def measure_task(ctx: Context, source: str):
     """What a worker runs: the target adapter decides (a replay draws here, in this process)."""
     return ctx.target.worker_task(source)
+
+
+def reprobe_then(reference_task, task, runner) -> dict:  # type: ignore[no-untyped-def]
+    """The baseline measured again in a fresh sandbox, then the candidate, on one worker: the
+    serial loop's order before a re-measurement the ``reference`` gate asked for
+    (``steps.reprobe_reference``). Module-level, so Ray can ship it."""
+    reference = reference_task(runner)
+    result = task(runner)
+    return {"reference": reference, "result": result,
+            "duration_s": float(reference.get("duration_s") or 0.0) + float(result.get("duration_s") or 0.0)}
 
 
 def guarded_runner(kind: str, opts: dict, clocks: str, device: str, targets: tuple, gpu_backend: str) -> Runner:
@@ -143,6 +159,15 @@ class Parallel:
         self.confirming: dict[int, float] = {}  # node -> first measured speedup, while it is confirmed
         self.speculate = SPECULATE
         self.held: set[int] = set()  # measured before the baseline was judged: judged right after it
+        # candidates left queued because their measurement would not end inside max_wall_s: the next
+        # run (a larger budget) measures them; their reason stops this one (steps.select)
+        self.deferred: dict[int, str] = {}
+        # candidate -> key of the baseline measurement taken beside its re-measurement: the Critic
+        # judges the candidate once that has landed (see ``submit``)
+        self.reference_for: dict[int, tuple] = {}
+        self.lags: list[float] = []  # per finished measurement: seconds beyond its own duration until recorded
+        self.gaps: list[float] = []  # seconds from recording a measurement to dispatching the same node's next
+        self._recorded_at: dict[int, float] = {}
         ctx.index.keep_pending = EXPAND_IN_FLIGHT
         self._stop = threading.Event()
         self._beat = threading.Thread(target=self._heartbeat, daemon=True, name="arbor-heartbeat")
@@ -175,9 +200,33 @@ class Parallel:
             self.confirming.pop(node_id, None)
 
     def in_flight(self) -> set[int]:
-        """Nodes the loop must not pick up as half-done work: measurements running, and candidates
-        measured while the baseline was, which wait for its verdict (see ``hold``)."""
-        return set(self.flights) | (self.held if self.held and not self._baseline_judged() else set())
+        """Nodes the loop must not pick up as half-done work: measurements running, candidates
+        measured while the baseline was, which wait for its verdict, and re-measured candidates
+        whose fresh baseline measurement has not landed yet (see ``hold``)."""
+        waiting = {n for n, key in self.reference_for.items() if key in self.flights}
+        return set(self.flights) | waiting | (self.held if self.held and not self._baseline_judged() else set())
+
+    def defer_for_time(self, node_id: int) -> bool:
+        """Whether a candidate's first measurement must not start: with it (and, if it wins, its
+        confirmation), what is in flight and the final verification, the campaign would end after
+        ``max_wall_s`` (``timing.dispatch_fits``). It stays queued for a later run; the reason
+        becomes the stop reason once what is in flight has landed. Confirmations and other later
+        measurements of a candidate already started always go ahead."""
+        ctx = self.ctx
+        node = ctx.store.get_node(node_id)
+        if node.parent_id is None or ctx.store.measurements(node_id):
+            return False
+        reason = timing.dispatch_fits(ctx, ctx.source(node.artifact_sha))
+        if reason is None:
+            return False
+        self.deferred[node_id] = reason
+        ctx.store.append_event(ctx.cid, "deferred", {"reason": reason}, node_id=node_id, agent="loop")
+        ctx.report("sandbox_info", {"text": f"node {node_id} left queued for a later run: {reason}"})
+        return True
+
+    def out_of_time(self) -> str | None:
+        """The stop reason of a deferred dispatch, once one was deferred."""
+        return next(iter(self.deferred.values()), None)
 
     def early_start(self) -> bool:
         """Whether the baseline's children may be proposed and measured while the baseline itself
@@ -195,12 +244,39 @@ class Parallel:
 
     def hold(self, node) -> bool:  # type: ignore[no-untyped-def]
         """A candidate measured before the baseline was judged waits for that verdict (the Critic
-        needs its noise floor); True when ``node`` must wait."""
+        needs its noise floor), and a re-measured one for the baseline measurement taken beside
+        it; True when ``node`` must wait."""
+        key = self.reference_for.get(node.id)
+        if key is not None:
+            if key in self.flights:
+                return True
+            del self.reference_for[node.id]
         if node.parent_id is None or self._baseline_judged():
             self.held.discard(node.id)
             return False
         self.held.add(node.id)
         return True
+
+    def focus_row(self) -> int | None:
+        """The row the next pick must expand, or None for the policy's free choice.
+
+        With several slots to fill, PUCT's scores spread the picks: each pending child is a
+        virtual loss on its parent, and every ancestor of the best carries the best's value (Q is
+        the best of a subtree), so ancestors and the root take most slots with moves that, tried
+        one level deeper under the best, would have been worth as much more as the best already
+        is. Measured on landscapes with many independent moves (benchmarks/parallel_scaling.py):
+        the move that completed the optimum waited for the fifth free slot under the best while
+        four went to its ancestors. So the believed best — the best accepted node or a win still
+        being confirmed — keeps half the workers on its own untried moves; the other half, and
+        every pick once that share is in flight, follow the policy (exploration, other branches)."""
+        if not DIVERSE_PICKS or self.executor.workers < 3:
+            return None
+        idx = self.ctx.index
+        row = idx.leading_row()
+        node = idx.node(row) if row is not None else None
+        if node is None or not idx.is_expandable(row):
+            return None
+        return row if idx.pending_children(node.id) < self.executor.workers // 2 else None
 
     def select_in_flight(self, step: int):  # type: ignore[no-untyped-def]
         """Nothing judged is left to expand, yet workers are free: expand the most promising node
@@ -246,31 +322,104 @@ class Parallel:
     def submit(self, node_id: int) -> None:
         from .steps import _next_purpose
 
+        from .steps import _reference_drifted
+
         ctx = self.ctx
         node = ctx.store.get_node(node_id)
         attempt = len(ctx.store.measurements(node_id)) + 1
         purpose = _next_purpose(ctx, node_id)
         ctx.store.start_running(node_id, ctx.owner)
-        worker = self.executor.submit(node_id, measure_task(ctx, ctx.source(node.artifact_sha)))
-        self.flights[node_id] = Flight(node_id, attempt, purpose, attempt == 1 and node.parent_id is not None)
+        if node_id in self._recorded_at:  # judged, now measured again: the loop's share of a chain
+            self.gaps.append(time.monotonic() - self._recorded_at.pop(node_id))
+        task = measure_task(ctx, ctx.source(node.artifact_sha))
+        reprobe = None
+        root_id = ctx.campaign.root_node_id
+        if purpose == "remeasure" and root_id is not None and _reference_drifted(ctx.store.verdicts(node_id)[-1]):
+            # its reference ran slow or fast: the baseline is measured again so the Critic compares
+            # with the machine as it is now — beside it on another free worker (one round, not
+            # two; the candidate is judged once both landed), else first on the same worker, as
+            # the serial loop does
+            root = ctx.store.get_node(root_id)
+            ref_task = measure_task(ctx, ctx.source(root.artifact_sha))
+            ref_attempt = self._reprobe_attempt(root_id)
+            if self.executor.free_slots() >= 2:
+                key = ("reference", root_id, ref_attempt)
+                self.executor.submit(key, ref_task)
+                self.flights[key] = Flight(root_id, ref_attempt, "reference", False)  # type: ignore[index]
+                self.reference_for[node_id] = key
+            else:
+                reprobe = ref_attempt
+                task = partial(reprobe_then, ref_task, task)
+            ctx.report("measuring", {"node": root, "attempt": ref_attempt, "purpose": "reference"})
+        worker = self.executor.submit(node_id, task)
+        self.flights[node_id] = Flight(node_id, attempt, purpose, attempt == 1 and node.parent_id is not None,
+                                       reprobe_attempt=reprobe)
         if node.parent_id is None and attempt == 1 and self.early_start():
             self.ctx.index.refresh(self.ctx.store)  # a fresh campaign's first step never refreshed it
             self.ctx.index.set_provisional(node, 0.0)  # the baseline is expandable while it is measured
         ctx.report("measuring", {"node": node, "attempt": attempt, "purpose": purpose, "worker": worker})
 
+    def _reprobe_attempt(self, root_id: int) -> int:
+        """The baseline's next attempt number, counting those reserved by flights in flight."""
+        taken = [m.attempt for m in self.ctx.store.measurements(root_id)]
+        taken += [f.attempt for f in self.flights.values() if f.node_id == root_id]
+        taken += [f.reprobe_attempt for f in self.flights.values() if f.reprobe_attempt is not None]
+        return max(taken, default=0) + 1
+
+    def _record_reprobe(self, f: Flight, reference: dict, key=None) -> None:  # type: ignore[no-untyped-def]
+        """Record a fresh measurement of the baseline taken for a re-measured candidate: first on
+        the candidate's worker (``f.reprobe_attempt``) or beside it (flight ``key``)."""
+        ctx = self.ctx
+        root_id = ctx.campaign.root_node_id
+        if key is None:
+            attempt, for_node = f.reprobe_attempt, f.node_id
+        else:
+            attempt, for_node = f.attempt, next((n for n, k in self.reference_for.items() if k == key), None)
+        before = [m for m in ctx.store.measurements(root_id) if m.status == "ok" and m.baseline_samples]
+        ctx.store.record_measurement(root_id, attempt, "reference", reference, ctx.runner.name)
+        old = statistics.median(before[-1].baseline_samples) if before else None
+        fresh = reference.get("baseline_samples") if reference.get("status") == "ok" else None
+        ctx.store.append_event(ctx.cid, "reference_reprobe", {"attempt": attempt, "before_s": old,
+                                                              "after_s": statistics.median(fresh) if fresh else None,
+                                                              "for_node": for_node}, node_id=root_id, agent="loop")
+
+    def lag_s(self) -> float:
+        """What the loop adds to each measurement of a chain beyond its own duration: handing the
+        task over and collecting it, then judging it before the next one (a confirmation) starts.
+        Upper quartiles of the last twenty: a budget that holds must not count on a quick loop."""
+        def q3(xs: list[float]) -> float:
+            recent = sorted(xs[-20:])
+            return recent[(3 * len(recent)) // 4] if recent else 0.0
+
+        return q3(self.lags) + q3(self.gaps)
+
     def record(self, done: Done) -> int | None:
         """Store what a worker returned; returns the node id when it is ready for the Critic."""
         ctx = self.ctx
         f = self.flights.pop(done.key)
+        if done.result is not None:
+            own = float(done.result.get("duration_s") or done.duration_s or 0.0)
+            self.lags.append(max(0.0, time.monotonic() - f.started - own))
+            self._recorded_at[f.node_id] = time.monotonic()
         if done.exception is not None:
             raise done.exception
+        if f.purpose == "reference":  # the baseline beside a re-measured candidate: nothing to judge
+            if done.lost is None:  # lost: the candidate is judged against the baseline's latest
+                self._record_reprobe(f, done.result, key=done.key)
+            return None
         if f.purpose == "final":  # verification ahead of time: recorded, nothing to judge; a lost one
             if done.lost is None:  # is simply measured again by the final verification
                 ctx.store.record_measurement(f.node_id, f.attempt, f.purpose, done.result, ctx.runner.name)
+                compile_times.note(ctx, f.node_id, f.attempt, f.purpose, done.result)
             return None
         if done.lost is not None:
             return self._lost(f, done)
-        ctx.store.record_measurement(f.node_id, f.attempt, f.purpose, done.result, ctx.runner.name)
+        result = done.result
+        if f.reprobe_attempt is not None:  # the baseline went first on the same worker
+            self._record_reprobe(f, result["reference"])
+            result = result["result"]
+        ctx.store.record_measurement(f.node_id, f.attempt, f.purpose, result, ctx.runner.name)
+        compile_times.note(ctx, f.node_id, f.attempt, f.purpose, result)
         if f.primary:
             ctx.count_evaluation()
         return f.node_id
@@ -311,11 +460,13 @@ def measure(ctx: Context, state: dict) -> dict:
             continue
         if par.executor.free_slots() <= 0:
             break  # stays queued: select hands it back once a worker frees up
+        if nid in par.deferred or par.defer_for_time(nid):
+            continue  # would end after max_wall_s: left queued for a later run
         par.submit(nid)
         submitted += 1
     # measured nodes a dead run left go on to the Critic; queued ones that found no free worker
     # bring the graph back here (critique → measure), which then waits for a worker
-    ids = [nid for nid in state.get("node_ids", []) if nid not in par.flights]
+    ids = [nid for nid in state.get("node_ids", []) if nid not in par.flights and nid not in par.deferred]
     ready = any(ctx.store.get_node(nid).state == "measured" for nid in ids)  # the Critic need not wait
     if par.flights and not ready and (par.executor.free_slots() <= 0 or submitted == 0):
         for done in par.executor.collect():

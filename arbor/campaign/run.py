@@ -17,7 +17,7 @@ from arbor.search_tree.store import CampaignBusy, Store
 from arbor.spec import CampaignSpec, precision_of
 from arbor.targets import make_adapter, traits
 
-from . import changes
+from . import changes, compile_times
 from .agent_setup import build_agents
 from .context import Context
 from .graph import run_loop
@@ -56,6 +56,9 @@ class Summary:
     # kernel targets: the reference's and the best's fraction of the speed of light and what more
     # would take (arbor/campaign/speed_of_light.py); None where no cost or peak is known
     speed_of_light: str | None = None
+    # a compiled best: its first measurement's compile and measurement time beside its later ones'
+    # (loaded from the compile cache), compile_times.of_node; None when the best compiles nothing
+    compile: dict | None = None
 
     def to_dict(self) -> dict:
         d = dict(self.__dict__)
@@ -237,6 +240,7 @@ def summarize(store: Store, name: str, write_best_to: Path | None = None) -> Sum
         serving=serving, llm=llm, verified=verified, node_speedup=best.speedup if best else None,
         failed=failure(camp, nodes), clock=_clock(store, best, root) if kind.reports_times else None,
         precision=precision_of((camp.spec or {}).get("target")), speed_of_light=sol,
+        compile=compile_times.of_node(store.measurements(best.id)) if best is not None else None,
     )
 
 

@@ -19,7 +19,7 @@ from arbor.agents.priors import MEASURED
 from arbor.search_tree.records import NodeRecord
 from arbor.search_tree.store import CampaignBusy, DuplicateArtifact
 
-from . import knowledge, speed_of_light, store_retry, timing
+from . import compile_times, knowledge, speed_of_light, store_retry, timing
 from .context import Context
 from .profiling import record_profile
 from .stopping import llm_stop_reason, stop_reason
@@ -49,7 +49,8 @@ def select(ctx: Context, state: LoopState) -> LoopState:
         raise CampaignBusy("this run stalled and another `arbor run` took the campaign over — "
                            "stopping here; the other run carries on")
     flying = ctx.parallel.in_flight() if ctx.parallel is not None else ()
-    pending = [n.id for n in ctx.store.nodes(ctx.cid, states=PENDING) if n.id not in flying]
+    deferred = ctx.parallel.deferred if ctx.parallel is not None else {}  # left queued: no time for them
+    pending = [n.id for n in ctx.store.nodes(ctx.cid, states=PENDING) if n.id not in flying and n.id not in deferred]
     if pending:  # finish what a previous step (or a dead process) left half-way
         return {"parent_id": None, "node_ids": pending, "stop_reason": None}
     idx = ctx.index
@@ -58,6 +59,8 @@ def select(ctx: Context, state: LoopState) -> LoopState:
     evals = ctx.evaluations() + (ctx.parallel.pending_evaluations() if flying else 0)
     sol = speed_of_light.for_context(ctx) if ctx.spec.budget.sol_margin is not None else None
     reason = stop_reason(ctx.spec.budget, idx, evals, elapsed, timing.ahead_s(ctx), sol) or llm_stop_reason(ctx.llm)
+    if reason is None and ctx.parallel is not None:  # a candidate was left queued: it would not fit
+        reason = ctx.parallel.out_of_time()
     if (reason is not None or idx.root() is None) and flying:  # no new work: wait for what is in flight
         verify_ahead(ctx)  # and give free workers the best's final measurements meanwhile
         return {"parent_id": None, "node_ids": [], "stop_reason": None}
@@ -65,7 +68,16 @@ def select(ctx: Context, state: LoopState) -> LoopState:
         knowledge.ensure_warm_start(ctx)  # priors from similar problems, once the baseline is judged
         # the index (just refreshed) rules out almost every sha without a query; the store confirms
         is_known = lambda sha: idx.has_artifact(sha) and ctx.store.find_node(ctx.cid, sha) is not None  # noqa: E731
-        sel = ctx.orchestrator.select(idx, ctx.source, is_known, state.get("step", 0))
+        sel = None
+        focus = ctx.parallel.focus_row() if ctx.parallel is not None else None
+        if focus is not None:  # several workers: the believed best keeps its share of them
+            idx.focus = focus
+            try:
+                sel = ctx.orchestrator.select(idx, ctx.source, is_known, state.get("step", 0))
+            finally:
+                idx.focus = None
+        if sel is None:
+            sel = ctx.orchestrator.select(idx, ctx.source, is_known, state.get("step", 0))
         if sel is None and flying:  # free workers: bet on a node still being measured
             sel = ctx.parallel.select_in_flight(state.get("step", 0))
         if sel is None:
@@ -212,6 +224,7 @@ def _record(ctx: Context, nid: int, attempt: int, purpose: str, result: dict) ->
         store_retry.spill(ctx.spec.runs_dir(), nid, attempt, purpose, result, ctx.runner.name)
         raise
     store_retry.drop_spilled(ctx.spec.runs_dir(), nid, attempt)
+    compile_times.note(ctx, nid, attempt, purpose, result)
 
 
 def _measure_beating(ctx: Context, artifact_sha: str) -> dict:

@@ -8,12 +8,24 @@ expected to take the median candidate's total measurement time (primary plus any
 confirmation) times the candidates proposed per step, and the verification the median single
 measurement time for each measurement the best still lacks. Before anything was measured there
 is no estimate, and nothing is held back.
+
+With several workers (``executor.workers``) a step returns as soon as its candidate is handed to a
+worker, so "the step fits" says nothing about when the campaign ends. A candidate dispatched now
+ends, if it wins, after its first measurement *and* its confirmation, and the final verification
+starts only once every measurement in flight has landed. So a parallel dispatch must fit
+``now + max(its own chain, what is still in flight) + verification``, and the chain is estimated
+per kind of candidate: a compiled one (``torch.compile``, Triton, extensions) pays its compilation
+in its first measurement — 30 s against 7 s eager on the quickstart, where two workers ran 255 s
+against ``max_wall_s: 210`` — and far less in its later ones (the compile cache).
 """
 
 from __future__ import annotations
 
 import statistics
+import time
 from collections import defaultdict
+
+from arbor.sandbox.compile_cache import uses_compiler
 
 from .context import Context
 
@@ -49,8 +61,11 @@ def expected(ctx: Context) -> dict[str, float]:
 
 
 def ahead_s(ctx: Context) -> float:
-    """Seconds the next step plus the final verification are expected to take."""
+    """Seconds the next step plus the final verification are expected to take (with several
+    workers: a dispatch's chain and what is in flight, ``dispatch_ahead_s``)."""
     e = expected(ctx)
+    if ctx.parallel is not None:
+        return max(dispatch_ahead_s(ctx), e["verify_s"]) if e["step_s"] else 0.0
     return e["step_s"] + e["verify_s"]
 
 
@@ -77,3 +92,106 @@ def mark_step(ctx: Context) -> None:
 
 def time_left(ctx: Context) -> float:
     return ctx.spec.budget.max_wall_s - ctx.flush_elapsed()
+
+
+def _kind(ctx: Context, sha: str) -> str:
+    """'compiled' or 'eager': candidates that compile at run time pay for it in their first
+    measurement (and much less in later ones, which load from the compile cache)."""
+    try:
+        return "compiled" if uses_compiler(ctx.source(sha)) else "eager"
+    except Exception:  # noqa: BLE001 - an artifact that is not source (a replayed config)
+        return "eager"
+
+
+def _upper_quartile(xs: list[float]) -> float:
+    s = sorted(xs)
+    return s[(3 * len(s)) // 4] if s else 0.0
+
+
+def by_kind(ctx: Context) -> dict[str, dict]:
+    """Per kind of candidate ('compiled', 'eager', and 'any'): ``first``, the upper quartile of
+    first-measurement seconds (a budget that must hold cannot count on the quicker half), and
+    ``ratio``, a later measurement's (confirmation, tie-break, final) seconds over the same
+    candidate's first: about 1 for eager candidates, well below for compiled ones that load from
+    the compile cache. ``firsts`` maps each node to its first measurement's seconds. A kind with
+    no history of its own borrows 'any'."""
+    root = ctx.campaign.root_node_id
+    firsts: dict[int, float] = {}
+    later: dict[int, list[float]] = defaultdict(list)
+    kind_of: dict[int, str] = {}
+    for m in ctx.store.measurements_after(ctx.cid, 0, limit=100_000, samples=False):
+        d = float(m.duration_s or 0.0)
+        if d <= 0:
+            continue
+        if m.node_id not in kind_of:
+            kind_of[m.node_id] = "eager" if m.node_id == root else _kind(ctx, m.artifact_sha)
+        if m.attempt == 1:
+            firsts[m.node_id] = d
+        else:
+            later[m.node_id].append(d)
+    out: dict[str, dict] = {"firsts": firsts, "kind_of": kind_of}
+    for kind in ("any", "eager", "compiled"):
+        nodes = [n for n in firsts if kind == "any" or kind_of[n] == kind]
+        ratios = [statistics.median(later[n]) / firsts[n] for n in nodes if later.get(n)]
+        out[kind] = {"first": _upper_quartile([firsts[n] for n in nodes]),
+                     "ratio": statistics.median(ratios) if ratios else None}
+    for kind in ("eager", "compiled"):
+        if not out[kind]["first"]:
+            out[kind]["first"] = out["any"]["first"]
+        if out[kind]["ratio"] is None:
+            out[kind]["ratio"] = out["any"]["ratio"] if out["any"]["ratio"] is not None else 1.0
+    if out["any"]["ratio"] is None:
+        out["any"]["ratio"] = 1.0
+    return out
+
+
+def chain_s(ctx: Context, kind: str, attempt: int, durations: dict, node_id: int | None = None) -> float:
+    """Seconds from dispatching a measurement until its candidate needs no more: a first
+    measurement may win and then needs its confirmation too; a later one is the last (its length
+    from the candidate's own first measurement when there is one)."""
+    d = durations[kind]
+    first = durations["firsts"].get(node_id, d["first"]) if node_id is not None else d["first"]
+    if attempt > 1:
+        return first * d["ratio"]
+    return first * (1.0 + (d["ratio"] if ctx.spec.critic.confirm_new_best else 0.0))
+
+
+def dispatch_ahead_s(ctx: Context, source: str | None = None) -> float:
+    """Parallel loop: seconds until the campaign could end if one more candidate (``source``,
+    or the quicker kind when it is not known yet) is dispatched now — the longer of its chain and
+    the chains still in flight, then the final verification. 0 without history."""
+    durations = by_kind(ctx)
+    if not durations["any"]["first"]:
+        return 0.0
+    # not known yet (the step's check, before anything is proposed): the kind that could still fit;
+    # the dispatch itself checks the candidate's own kind (parallel.Parallel.defer_for_time)
+    kinds = [("compiled" if uses_compiler(source) else "eager")] if source is not None else ["eager", "compiled"]
+    par = ctx.parallel
+    lag = par.lag_s() if par is not None else 0.0  # the loop's own share of each measurement
+    steps = 2 if ctx.spec.critic.confirm_new_best else 1
+    new = min(chain_s(ctx, k, 1, durations) for k in kinds)
+    finals = min(durations[k]["first"] * durations[k]["ratio"] for k in kinds)
+    now = time.monotonic()
+    flying = 0.0
+    for f in (getattr(par, "flights", None) or {}).values():
+        kind = durations["kind_of"].get(f.node_id) or _kind(ctx, ctx.store.get_node(f.node_id).artifact_sha)
+        n = steps if f.attempt == 1 else 1
+        flying = max(flying, f.started + chain_s(ctx, kind, f.attempt, durations, f.node_id) + n * lag - now)
+        finals = max(finals, durations["firsts"].get(f.node_id, durations[kind]["first"]) * durations[kind]["ratio"])
+    wanted = ctx.spec.critic.final_measurements
+    # the best's missing final measurement(s), as long as a later measurement of the slowest
+    # candidate that may still become the best
+    verify = finals * max(1, wanted - 2) if wanted >= 2 and ctx.target.verify_best else 0.0
+    return max(new + steps * lag, flying) + (verify + lag if verify else 0.0)
+
+
+def dispatch_fits(ctx: Context, source: str) -> str | None:
+    """None when a candidate (``source``) dispatched now still lets the campaign end inside
+    ``max_wall_s``; else the stop reason."""
+    ahead = dispatch_ahead_s(ctx, source)
+    used = ctx.flush_elapsed()
+    if ahead and used + ahead > ctx.spec.budget.max_wall_s:
+        return (f"budget: {used:.0f} s used; a {('compiled' if uses_compiler(source) else 'new')} candidate, "
+                f"its confirmation, what is in flight and the final verification (~{ahead:.0f} s) would not "
+                f"finish inside max_wall_s={ctx.spec.budget.max_wall_s:.0f}")
+    return None

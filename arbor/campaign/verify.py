@@ -24,6 +24,7 @@ from dataclasses import asdict, dataclass, field
 from arbor.agents.critic.env_gate import drift_tolerance, reference_drift
 from arbor.search_tree.records import MeasurementRecord, NodeRecord
 
+from . import compile_times
 from .context import Context
 
 MAX_VERIFIED = 3  # the best and at most two contenders
@@ -75,6 +76,7 @@ def _verify(ctx: Context, node: NodeRecord, wanted: int, ref: tuple[float | None
         for result in results:
             tries += 1
             m = ctx.store.record_measurement(node.id, _next_attempt(ms), "final", result, ctx.runner.name)
+            compile_times.note(ctx, node.id, m.attempt, "final", result)
             ms.append(m)
             if _ratio(ctx, m) is None:
                 out.failed = f"{m.error_class or 'no samples'}: {(m.error_text or '').strip()[-300:]}"

@@ -72,11 +72,13 @@ def show(store: Store, node_id: int) -> dict:
         d = asdict(v)
         d["created_at"] = v.created_at.isoformat()
         vs.append(d)
+    from arbor.campaign.compile_times import of_node
     from arbor.campaign.profiling import profile_of
 
     proposed = [e for e in store.events(node.campaign_id, limit=1_000_000, kinds=["propose"]) if e.node_id == node_id]
     return {"node": node_row(node), "hypothesis": node.hypothesis, "source": source, "diff": diff,
-            "measurements": ms, "verdicts": vs, "profile": profile_of(store, node_id, node.campaign_id),
+            "measurements": ms, "compile": of_node(store.measurements(node_id)), "verdicts": vs,
+            "profile": profile_of(store, node_id, node.campaign_id),
             "prior": node.prior, "predicted_gain": node.predicted_gain,
             "prior_from": prior_from(proposed[-1].payload if proposed else {}, node),
             "speed_of_light": _speed_of_light(store, node)}

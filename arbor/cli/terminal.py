@@ -123,6 +123,9 @@ class Reporter:
                                markup=False)
         elif kind == "forked":
             self.console.print(f"{t} forked from {data['from']}: {data['note']}", markup=False)
+        elif kind == "compile" and data.get("cache") not in (None, "off"):
+            what = "loaded from the compile cache" if data["cache"] == "hit" else f"compiled ({data['cache']})"
+            self.console.print(f"{t}   [dim]first call {data.get('compile_s') or 0:.1f} s: {what}[/]", markup=True)
         elif kind in ("sandbox_warning", "sandbox_info"):  # isolation gaps, clock locks (arbor.campaign.sandbox_setup)
             from rich.markup import escape
 
@@ -159,6 +162,13 @@ def print_summary(console: Console, s) -> None:
     counts = ", ".join(f"{k} {v}" for k, v in sorted(s.counts.items()))
     console.print(f"nodes         {sum(s.counts.values())}: {counts}")
     console.print(f"measurements  {s.measurements}   wall time {s.elapsed_s:.0f} s")
+    comp = getattr(s, "compile", None)
+    if comp and comp.get("first_compile_s") is not None:
+        later = (f"; later measurements {comp['later_measurement_s']:.1f} s with a first call of "
+                 f"{comp['later_compile_s']:.1f} s ({comp['cache_hits']} loaded from the compile cache)"
+                 if comp.get("later_measurement_s") is not None and comp.get("later_compile_s") is not None else "")
+        console.print(f"compile       best's first call {comp['first_compile_s']:.1f} s in a "
+                      f"{comp['first_measurement_s']:.1f} s measurement{later}")
     if getattr(s, "llm", None):
         u = s.llm
         console.print(f"LLM usage     {u['prompt_tokens']:,} prompt + {u['completion_tokens']:,} completion tokens, "
@@ -283,9 +293,12 @@ def print_node(console: Console, d: dict) -> None:
     print_node_levels(console, d["verdicts"])  # serving nodes: TTFT/TPOT/ITL per load level
     for m in d["measurements"]:
         b, c = m["baseline_samples"] or [], m["candidate_samples"] or []
+        from arbor.campaign.compile_times import line as compile_line
+
         console.print(f"measurement #{m['attempt']} ({m['purpose']}, {m['status']}"
                       f"{', ' + m['error_class'] if m['error_class'] else ''}): "
-                      f"{len(b)} baseline / {len(c)} candidate samples, {m['duration_s']:.1f} s")
+                      f"{len(b)} baseline / {len(c)} candidate samples, {m['duration_s']:.1f} s"
+                      f"{compile_line((m.get('stats') or {}).get('compile'))}")
     if d.get("profile"):
         from arbor.sandbox.profiling import format_profile
 

@@ -19,15 +19,27 @@ def plot_png(rows: list[dict]) -> bytes | None:
     fig = Figure(figsize=(max(6.0, 0.45 * len(done)), 3.8))
     ax = fig.add_subplot()
     xs = range(len(done))
-    best = [row_metrics(r)["speedup_eager"] for r in done]
+    mets = [row_metrics(r) for r in done]
+    best = [m["speedup_eager"] for m in mets]
     comp = [r.get("compile") or 0 for r in done]
     ax.bar([x - 0.2 for x in xs], comp, width=0.4, label="torch.compile default", color="#90a4ae")
-    ax.bar([x + 0.2 for x in xs], best, width=0.4, label="Arbor (verified best)", color="#2e7d32")
+    bars = ax.bar([x + 0.2 for x in xs], best, width=0.4, label="Arbor (verified best)", color="#2e7d32")
+    for bar, m in zip(bars, mets):  # wins from an algebraic collapse, hatched (collapse.py)
+        if m["collapse"]:
+            bar.set_hatch("//")
+            bar.set_facecolor("#a5d6a7")
+    if any(m["collapse"] for m in mets):
+        from matplotlib.patches import Patch
+
+        handles, _ = ax.get_legend_handles_labels()
+        ax.legend(handles=handles + [Patch(facecolor="#a5d6a7", hatch="//", label="Arbor, algebraic collapse")],
+                  fontsize=8)
     ax.axhline(1.0, color="black", lw=0.8)
     ax.set_yscale("log")
     ax.set_ylabel("speedup vs eager (x)")
     ax.set_xticks(list(xs), [r["key"] for r in done], rotation=60, ha="right", fontsize=7)
-    ax.legend(fontsize=8)
+    if not any(m["collapse"] for m in mets):
+        ax.legend(fontsize=8)
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=100, bbox_inches="tight")
     return buf.getvalue()

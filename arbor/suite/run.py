@@ -121,6 +121,7 @@ def run_one(entry: Entry, opts: SuiteOptions, calib: dict, say: Callable[[str], 
     row.update(campaign=spec.name, stop_reason=summ.stop_reason, campaign_speedup=summ.speedup,
                best_node=summ.best_node, verified=bool(summ.verified), counts=summ.counts,
                campaign_s=round(time.monotonic() - t0, 1))
+    row["collapse"] = _collapse_marks(spec, summ.best_node) if summ.verified else []
     best_source = Path(summ.best_path).read_text() if summ.best_path and summ.verified else None
     cmp = compare(spec, best_source)
     row.update({k: cmp.get(k) for k in ("eager", "compile", "best", "eager_ms")}, compare_errors=cmp["errors"])
@@ -128,6 +129,22 @@ def run_one(entry: Entry, opts: SuiteOptions, calib: dict, say: Callable[[str], 
     say(f"{entry.key}: scale {scale}, {best}, compile {row['compile'] or 0:.2f}x "
         f"({summ.stop_reason}; {row['campaign_s']:.0f} s)")
     return row
+
+
+def _collapse_marks(spec, node_id: int | None) -> list[str] | None:  # type: ignore[no-untyped-def]
+    """The verified best's collapse moves (collapse.py); None when the store cannot say."""
+    from arbor.search_tree import open_store
+
+    from .collapse import collapse_moves
+
+    try:
+        store = open_store(spec.store_url(), read_only=True)
+    except Exception:  # noqa: BLE001 - the row is kept, its mark unknown
+        return None
+    try:
+        return collapse_moves(store, node_id)
+    finally:
+        store.close()
 
 
 def run_suite(opts: SuiteOptions, say: Callable[[str], None] = print) -> dict:

@@ -33,6 +33,7 @@ _TEXT_LIMIT = 4000
 _RESULT = "result.json"
 _HERE = os.path.dirname(os.path.abspath(__file__))
 checks = integrity = timing = cost = fpr = correctness = calibration = clock_watch = None  # loaded by path in warm()
+compile_cache = None  # also: stdlib only; a job activates its cache before the candidate imports Inductor
 Failure = Exception  # kernel_checks.Failure once loaded
 _MODES: dict = {}  # torch dtype -> precision mode name, filled in warm() once torch is imported
 _WARM: dict = {}  # what warm() prepared: torch and what its import cost this process
@@ -104,6 +105,8 @@ class Harness:
         self.close_fraction = float(req.get("close_fraction", 0.99))
         self.checker = correctness.Correctness(self, checks, integrity)
         self.facts: dict = {"inner_by_side": [0, 0]}
+        self.first_calls = compile_cache.FirstCalls()  # compile time, apart from the timed samples
+        self.facts["first_call_s"] = self.first_calls.seconds
         self.result: dict = {
             "status": "running", "phase": "import", "error_class": None, "error_text": None,
             "correctness": [], "recheck": None, "baseline_samples": [], "candidate_samples": [],
@@ -202,7 +205,7 @@ class Harness:
         extra = {"harness": sys.modules[__name__], "Harness": Harness, "problem": self.problem,
                  "Model": self.problem.Model}
         extra.update({m.__name__: m for m in (checks, integrity, timing, cost, fpr, correctness, calibration,
-                                              clock_watch)})
+                                              clock_watch, compile_cache)})
         extra["Correctness"] = correctness.Correctness
         extra.update(integrity.reference_spaces(self.ref, self.problem))
         self.identities = integrity.IdentitySnapshot(extra)
@@ -221,10 +224,12 @@ class Harness:
 
     def call(self, is_new: bool, xs: list):  # type: ignore[no-untyped-def]
         try:
+            t0 = self.first_calls.start(is_new)
             with self.as_reference(is_new):
                 out = (self.new if is_new else self.ref)(*xs)
             if self.cuda:
                 self.sync()
+            self.first_calls.stop(is_new, t0)
             return out
         except BaseException as e:
             if is_new:
@@ -373,10 +378,12 @@ class Harness:
         self.result.update(status="ok", phase="done")
 
 
-def measure(req: dict, result_path: str, torch, started: float, warm_s: dict) -> int:  # type: ignore[no-untyped-def]
+def measure(req: dict, result_path: str, torch, started: float, warm_s: dict,  # type: ignore[no-untyped-def]
+            cache=None) -> int:
     """One measurement, written to ``result_path``; the exit code says whether the harness held.
     ``started``: when this process began working on it (perf_counter); ``warm_s``: what warm()
-    cost this process (zero in a child of a warm worker)."""
+    cost this process (zero in a child of a warm worker); ``cache``: the job's compile cache
+    (compile_cache.JobCache), packed for the host at the end."""
     global _RESULT
     _RESULT = result_path
     result = {"status": "error", "phase": "start", "error_class": "harness_error",
@@ -398,6 +405,8 @@ def measure(req: dict, result_path: str, torch, started: float, warm_s: dict) ->
             rc = 0 if oom else 1
     if isinstance(result.get("phase_times"), dict):
         result["phase_times"]["harness"] = time.perf_counter() - started  # all of it, as this process saw it
+    if cache is not None:
+        result.setdefault("stats", {})["compile_cache"] = cache.save()
     _write_result(result)
     return rc
 
@@ -408,7 +417,7 @@ def warm() -> dict:
     this call cost ({} when already done). A warm worker (sandbox/warm_worker.py) calls it once and
     forks a child per measurement, which then finds nothing left to do here. Runs no tensor op:
     a forked child must be able to start its own OpenMP pool and device context."""
-    global checks, integrity, timing, cost, fpr, correctness, calibration, clock_watch, Failure
+    global checks, integrity, timing, cost, fpr, correctness, calibration, clock_watch, compile_cache, Failure
     if _WARM:
         return {}
     t0 = time.perf_counter()
@@ -416,11 +425,11 @@ def warm() -> dict:
     import torch  # noqa: PLC0415  (imported here so a missing torch is reported as data)
 
     t1 = time.perf_counter()
-    checks, integrity, timing, cost, fpr, correctness, calibration, clock_watch = (
+    checks, integrity, timing, cost, fpr, correctness, calibration, clock_watch, compile_cache = (
         _load_module(f"arbor_harness_{n}", os.path.join(_HERE, f"{f}.py")) for n, f in
         (("checks", "kernel_checks"), ("integrity", "integrity"), ("timing", "timing"),
          ("cost", "cost"), ("fingerprint", "fingerprint"), ("correctness", "correctness"),
-         ("calibration", "calibration"), ("clock_watch", "clock_watch")))
+         ("calibration", "calibration"), ("clock_watch", "clock_watch"), ("compile_cache", "compile_cache")))
     Failure = checks.Failure
     _MODES.update({torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16", torch.float64: "fp64"})
     integrity._sibling("liveness")  # correctness loads it on first use
@@ -445,9 +454,15 @@ def main(argv: list[str]) -> int:
         req = json.load(f)
     os.remove(argv[1])  # the nonces inside must not be readable by the candidate from disk
     entries = req["batch"] if "batch" in req else None
+    cache = None
     try:
         warm_s = {"torch_import": 0.0, "harness_modules": 0.0, **warm()}
         torch = _WARM["torch"]
+        if entries is None:  # one measurement: its candidate's compiled artifacts travel with the job
+            cache = compile_cache.JobCache.open(req)
+            if cache is not None:  # Inductor and Triton read their folders from the env when first
+                cache.activate()  # imported: by the candidate, never by warm() (torch alone loads neither)
+                cache.before_candidate(str(req.get("device") or "cpu"))  # Inductor's ISA probe
         if entries is not None:  # each measured in a forked child (batch.py)
             return _load_module("arbor_harness_batch", os.path.join(_HERE, "batch.py")).run(
                 entries, lambda r, path: measure(r, path, torch, time.perf_counter(), warm_s))
@@ -457,7 +472,7 @@ def main(argv: list[str]) -> int:
             _write_result({"status": "error", "phase": "start", "error_class": "harness_error",
                            "error_text": _tail(_format_exc(e)), "nonce": r.get("nonce")})
         return 1
-    return measure(req, "result.json", torch, started, warm_s)
+    return measure(req, "result.json", torch, started, warm_s, cache)
 
 
 if __name__ == "__main__":

@@ -94,3 +94,19 @@ def test_the_floor_is_the_median_a_perfect_warm_start_would_reach():
     assert median_floor(rows, "cold_evals") == 1.0
     assert median_floor([{"error": None, "cold_evals": n} for n in (1, 2, 4, 4)], "cold_evals") == 0.375
     assert median_floor([], "cold_evals") is None
+
+
+def test_the_goal_is_judged_over_problems_cold_needed_three_evaluations_for_with_eight_of_them():
+    from benchmarks.warm_start_compare import goal_met, medians
+
+    def row(cold, warm):
+        return {"error": None, "cold_evals": cold, "warm_evals": warm}
+
+    rows = [row(1, 1), row(1, 1), row(2, 1), *[row(4, 2) for _ in range(7)]]
+    _, n, searched, n_searched = medians(rows, "cold_evals", "warm_evals")
+    assert n == 10 and n_searched == 7 and searched == 0.5  # the 1s and the 2 are left out
+    assert not goal_met(searched, n_searched)  # 0.5, but only 7 problems of the kind
+    rows.append(row(6, None))  # a warm run that never got there: infinite
+    _, _, searched, n_searched = medians(rows, "cold_evals", "warm_evals")
+    assert n_searched == 8 and searched == 0.5 and goal_met(searched, n_searched)
+    assert not goal_met(0.6, 12) and not goal_met(None, 0)

@@ -92,3 +92,22 @@ def test_a_node_in_flight_is_expandable_only_speculatively_valued_as_its_parent_
     idx.refresh(store)
     assert b.id not in _scores(idx) and idx.node(idx.row_of[b.id]) is None  # rejected: no longer expandable
     assert c.id not in _scores(idx)  # nor is a bet on a rejected parent
+
+
+def test_focus_leaves_only_the_leading_node_expandable(store):
+    cid = store.get_or_create_campaign("c", "kernel", {}).id
+    root = _node(store, cid, "root")
+    _finish(store, root, "accepted", 0.0)
+    a = _node(store, cid, "a", root.id, "m1")
+    _finish(store, a, "accepted", 0.3)
+    b = _node(store, cid, "b", root.id, "m2")  # its first measurement beats a: a win being confirmed
+    idx = TreeIndex(cid)
+    idx.refresh(store)
+    assert idx.leading_row() == idx.row_of[a.id]
+    idx.set_provisional(b, 0.5)
+    assert idx.leading_row() == idx.row_of[b.id]  # a win still being confirmed leads
+    assert set(_scores(idx)) == {root.id, a.id, b.id}
+    idx.focus = idx.row_of[b.id]
+    assert set(_scores(idx)) == {b.id}
+    idx.focus = None
+    assert set(_scores(idx)) == {root.id, a.id, b.id}

@@ -7,6 +7,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import pytest
+
 from arbor.campaign.run import run_campaign
 from arbor.spec import parse_spec
 from arbor.targets.landscape import FORMAT, Landscape
@@ -46,3 +48,82 @@ def test_wall_budget_overrun_at_most_10_percent(tmp_path):
     measuring = [d for k, d in events if k == "measuring"]
     assert any(d.get("eta_s") is not None for d in measuring) and any(d.get("expected_s") for d in measuring)
     assert summary.verified is not None  # the final verification ran inside the budget
+
+
+def _mixed_landscape(tmp_path: Path, short: float, long: float) -> Path:
+    """Every other point measures four times longer (as a compiled candidate's first measurement
+    does beside eager ones), and the better points are the long ones."""
+    values = [str(v) for v in range(8)]
+    points = [{"knobs": {"K": v}, "runs": [_run(1.0 + 0.1 * i, short if i % 2 == 0 else long)] * 3}
+              for i, v in enumerate(values)]
+    ls = Landscape.model_validate({"format": FORMAT, "name": "mixed",
+                                   "knobs": [{"name": "K", "values": values, "default": "0"}],
+                                   "points": points, "campaign": {"critic": {"max_cv": 0.5}}})
+    path = tmp_path / "mixed.json"
+    ls.dump(path)
+    return path
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_two_workers_end_inside_max_wall_s(tmp_path, seed):
+    """With several workers a step returns as soon as its candidate is on a worker, so the step's
+    own fit says nothing: a dispatch must leave room for its confirmation, what is in flight and
+    the final verification, each as long as the candidates measured so far can be
+    (timing.dispatch_ahead_s). Seen live: 255 s against max_wall_s 210 with two workers."""
+    landscape = _mixed_landscape(tmp_path, 0.3, 1.2)
+    max_wall = 6.0
+    spec = parse_spec({"name": "mixed", "target": {"kind": "replay", "landscape": str(landscape), "moves": "any",
+                                                   "time_scale": 1.0, "seed": seed},
+                       "budget": {"max_evaluations": 100, "max_wall_s": max_wall},
+                       "agents": {"seed": seed},
+                       "critic": {"max_cv": 0.5, "min_speedup": 1.02, "final_measurements": 3},
+                       "executor": {"workers": 2},
+                       "store": {"url": f"sqlite:///{tmp_path / 'p2.db'}"}}, "<test>", tmp_path)
+    summary = run_campaign(spec, lambda kind, data: None)
+    assert summary.stop_reason.startswith("budget"), summary.stop_reason
+    assert summary.elapsed_s <= max_wall, (summary.elapsed_s, summary.stop_reason)
+    assert summary.verified is not None and summary.measurements >= 6  # it did use both workers
+    assert summary.counts.get("running", 0) == 0
+
+
+def test_a_compiled_candidate_is_held_to_its_own_kind_of_duration(tmp_path):
+    """Compiled candidates pay their compilation in the first measurement (30 s against 7 s eager
+    on the quickstart) and load from the compile cache in later ones: the dispatch check reads
+    each kind's own history, so a compiled candidate that would end after max_wall_s is held back
+    while an eager one still goes."""
+    from types import SimpleNamespace
+
+    from arbor.campaign import timing
+    from arbor.search_tree import open_store
+
+    store = open_store(f"sqlite:///{tmp_path / 'k.db'}")
+    camp = store.get_or_create_campaign("kinds", "kernel", {})
+    eager = "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return x.relu()\n"
+    compiled = eager + "\nModelNew = torch.compile\n"
+
+    def node(source: str, parent=None, durations=()):
+        n = store.add_node(camp.id, store.put_artifact(source, "kernel_source"), "t", parent_id=parent)
+        for attempt, d in enumerate(durations, 1):
+            store.record_measurement(n.id, attempt, "primary" if attempt == 1 else "confirm",
+                                     {"status": "ok", "duration_s": d}, "local")
+        return n
+
+    root = node("# reference\n" + eager, durations=[7.0])
+    camp = store.update_campaign(camp.id, root_node_id=root.id)
+    node(eager + "# a\n", root.id, [7.0, 7.0])
+    node(eager + "# b\n", root.id, [8.0])
+    node(compiled + "# c\n", root.id, [30.0, 9.0])
+    sources = {}
+    ctx = SimpleNamespace(
+        store=store, cid=camp.id, campaign=camp, parallel=None, target=SimpleNamespace(verify_best=True),
+        spec=SimpleNamespace(critic=SimpleNamespace(confirm_new_best=True, final_measurements=3),
+                             budget=SimpleNamespace(max_wall_s=95.0)),
+        source=lambda sha: sources.setdefault(sha, store.get_artifact(sha)), flush_elapsed=lambda: 50.0)
+    kinds = timing.by_kind(ctx)
+    assert kinds["compiled"]["first"] == 30.0 and kinds["compiled"]["ratio"] == 0.3
+    assert kinds["eager"]["first"] == 8.0 and kinds["eager"]["ratio"] == 1.0
+    # 50 s used of 95: eager 8 + 8 (confirmation) + 8 (final) fits; compiled 30 + 9 + 9 does not
+    assert timing.dispatch_fits(ctx, eager + "# new\n") is None
+    reason = timing.dispatch_fits(ctx, compiled + "# new\n")
+    assert reason is not None and "compiled candidate" in reason
+    store.close()

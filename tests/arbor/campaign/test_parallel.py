@@ -151,3 +151,75 @@ def test_workers_with_nothing_judged_to_expand_take_children_of_nodes_in_flight(
     root = min(d["node"].id for _, d in seen)
     assert any(n.parent_id != root for n in bets)  # a child of a candidate still being measured
     assert_nothing_lost_or_doubled(tmp_path / "arbor.db")
+
+
+def test_the_leading_node_keeps_half_the_workers_on_its_children():
+    from types import SimpleNamespace as NS
+
+    par = parallel.Parallel.__new__(parallel.Parallel)
+    pending = {"n": 0}
+    idx = NS(leading_row=lambda: 3, node=lambda row: NS(id=30), is_expandable=lambda row: True,
+             pending_children=lambda nid: pending["n"])
+    par.ctx, par.executor = NS(index=idx), NS(workers=8)
+    assert par.focus_row() == 3
+    pending["n"] = 3
+    assert par.focus_row() == 3
+    pending["n"] = 4  # its share (half of 8) is in flight: the policy picks freely
+    assert par.focus_row() is None
+    pending["n"] = 0
+    par.executor = NS(workers=2)  # too few workers to split
+    assert par.focus_row() is None
+    par.executor = NS(workers=8)
+    idx.is_expandable = lambda row: False  # nothing left to try there
+    assert par.focus_row() is None
+
+
+def _drifting_landscape(tmp_path):
+    """Every point but the default runs its reference 35% slower: each candidate's reference
+    drifts, so each is re-measured after a fresh measurement of the baseline — which takes twice
+    as long as a candidate's, so a candidate measured beside it lands first and must wait."""
+    from arbor.targets.landscape import FORMAT, Landscape
+
+    def run(ref, speedup, s):
+        return {"b": [ref * (1 + 0.004 * (i % 3)) for i in range(12)],
+                "c": [ref / speedup * (1 + 0.004 * (i % 3)) for i in range(12)], "s": s}
+
+    values = [str(v) for v in range(6)]
+    points = [{"knobs": {"K": v}, "runs": [run(1e-3, 1.0, 2.0) if i == 0 else run(1.35e-3, 1.0 + 0.1 * i, 1.0)] * 3}
+              for i, v in enumerate(values)]
+    ls = Landscape.model_validate({"format": FORMAT, "name": "drift", "campaign": {"critic": {"max_cv": 0.5}},
+                                   "knobs": [{"name": "K", "values": values, "default": "0"}], "points": points})
+    path = tmp_path / "drift.json"
+    ls.dump(path)
+    return path
+
+
+@pytest.mark.parametrize("workers", [2, 4])
+def test_a_drifted_reference_is_measured_again_before_the_candidate_is_judged(tmp_path, workers):
+    """The serial loop measures the baseline again before a re-measurement the `reference` gate
+    asked for; with several workers too — beside it on another free worker, else first on the
+    same one — and the candidate is judged only once that measurement has landed."""
+    from arbor.spec import parse_spec
+
+    from benchmarks.virtual_time import VirtualClock, virtual_campaigns
+
+    spec = parse_spec({"name": "drift", "target": {"kind": "replay", "landscape": str(_drifting_landscape(tmp_path)),
+                                                   "moves": "any", "time_scale": 0.0},
+                       "budget": {"max_evaluations": 4, "max_wall_s": 1e6},
+                       "critic": {"max_cv": 0.5, "max_remeasures": 1, "reference_drift": 0.2},
+                       "executor": {"workers": workers},
+                       "store": {"url": f"sqlite:///{tmp_path / 'arbor.db'}"}}, "<drift>", tmp_path)
+    with virtual_campaigns(VirtualClock(), workers):
+        run_campaign(spec, lambda *a: None)
+    db = tmp_path / "arbor.db"
+    assert_nothing_lost_or_doubled(db)
+    probes = rows(db, "SELECT json_extract(payload, '$.for_node'), json_extract(payload, '$.attempt') "
+                      "FROM events WHERE kind='reference_reprobe'")
+    remeasured = rows(db, "SELECT DISTINCT node_id FROM measurements WHERE purpose='remeasure'")
+    assert remeasured and sorted(n for n, _ in probes) == sorted(n for (n,) in remeasured)  # one each
+    for nid, attempt in probes:
+        fresh = rows(db, f"SELECT m.created_at FROM measurements m JOIN nodes n ON n.id = m.node_id "
+                         f"WHERE n.parent_id IS NULL AND m.attempt = {attempt} AND m.purpose = 'reference'")[0][0]
+        judged = rows(db, f"SELECT created_at, decision, diagnosis FROM verdicts WHERE node_id = {nid} "
+                          "ORDER BY id DESC LIMIT 1")[0]
+        assert judged[0] > fresh and judged[1:] == ("reject", "env_drift")

@@ -37,6 +37,28 @@ def get_init_inputs():
     return [in_features, out_features]
 '''
 
+GELU = '''
+import math
+import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x):
+        return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * torch.pow(x, 3.0))))
+
+batch_size = 64
+dim = 256
+
+def get_inputs():
+    return [torch.randn(batch_size, dim)]
+
+def get_init_inputs():
+    return []
+'''
+
 
 def test_discovers_upstream_layout_and_our_prefix_with_filters(tmp_path: Path):
     (tmp_path / "level1").mkdir()
@@ -57,7 +79,7 @@ def test_metrics_count_only_verified_wins_and_compare_with_compile():
             {"key": "b", "verified": False, "best": 5.0, "compile": 0.8},  # unverified: counts as 1.0
             {"key": "c", "error": "calibration failed"}]
     assert row_metrics(rows[0]) == {"correct": True, "result_ok": True, "speedup_eager": 3.0,
-                                    "speedup_compile": 2.0, "speedup_best_of": 2.0}
+                                    "speedup_compile": 2.0, "speedup_best_of": 2.0, "collapse": None}
     assert row_metrics(rows[1])["speedup_eager"] == 1.0
     s = summary(rows)
     assert s["problems"] == 3 and s["finished"] == 2
@@ -113,3 +135,53 @@ def test_campaigns_run_on_the_suites_device_at_a_fixed_scale_with_skills_left_ou
     assert data["target"]["device"] == "cpu" and data["skills"] == {"exclude": ["torch-compile"]}
     spec = parse_spec(data, str(tmp_path / "c.yaml"), tmp_path)  # a valid campaign
     assert spec.target.size_scale == 0.03125 and spec.skills.exclude == ["torch-compile"]
+
+
+def test_wins_from_an_algebraic_collapse_are_marked_and_left_out_of_the_second_geomeans():
+    rows = [{"key": "sum", "verified": True, "best": 100.0, "compile": 1.0, "collapse": ["graph-algebra-all"]},
+            {"key": "gelu", "verified": True, "best": 1.5, "compile": 1.2, "collapse": []},
+            {"key": "relu", "verified": False, "best": 1.0, "compile": 0.9, "eager": 1.0, "collapse": []},
+            # an unverified row is never a collapse win, whatever its path held
+            {"key": "lost", "verified": False, "best": 50.0, "compile": 1.0, "collapse": ["graph-diag-matmul"]}]
+    assert [row_metrics(r)["collapse"] for r in rows] == [True, False, False, False]
+    s = summary(rows)
+    assert s["collapses"] == 1 and s["collapse_unknown"] == 0
+    assert s["geomean_vs_best_of"] == pytest.approx((100 * 1.25 * 1 * 1) ** 0.25)
+    assert s["geomean_vs_best_of_no_collapse"] == pytest.approx(1.25 ** (1 / 3))
+    assert s["geomean_vs_eager_no_collapse"] == pytest.approx(1.5 ** (1 / 3))
+    md = markdown(rows, s)
+    assert "| collapse |" in md and "| graph-algebra-all |" in md
+    assert "without the 1 win(s) from an algebraic collapse" in md
+    unknown = summary([{"key": "x", "verified": True, "best": 2.0, "compile": 1.0}])
+    assert unknown["collapse_unknown"] == 1 and "not known" in markdown([{"key": "x", "verified": True, "best": 2.0,
+                                                                          "compile": 1.0}], unknown)
+
+
+def test_collapse_is_read_from_the_winning_path(tmp_path: Path):
+    from arbor.agents.transforms import to_modelnew
+    from arbor.search_tree import open_store
+    from arbor.suite.collapse import collapse_moves, mark
+
+    store = open_store(f"sqlite:///{tmp_path / 's.db'}")
+    camp = store.get_or_create_campaign("c", "kernel", {})
+    gemm_sum = to_modelnew(PROBLEM)
+    gelu = to_modelnew(GELU)
+
+    def add(source, parent=None, move=None, family=None):
+        return store.add_node(camp.id, store.put_artifact(source, "kernel_source"), "t", parent_id=parent,
+                              move_id=move, family=family).id
+
+    root = add(gemm_sum)
+    folded = add(gemm_sum + "\n# folded\n", root, "graph-algebra-all", "graph-algebra")
+    compiled = add(gemm_sum + "\n# folded, compiled\n", folded, "compile-default", "torch-compile")
+    groot = add(gelu)
+    fused = add(gelu + "\n# fused\n", groot, "graph-algebra-all", "graph-algebra")  # activations only
+    direct = add(gelu + "\n# diag\n", groot, "graph-diag-matmul", "graph-algebra")
+    assert collapse_moves(store, compiled) == ["graph-algebra-all"]  # inherited from its parent
+    assert collapse_moves(store, fused) == [] and collapse_moves(store, root) == []
+    assert collapse_moves(store, direct) == ["graph-diag-matmul"]
+    store.close()
+    rows = mark([{"key": "a", "verified": True, "best_node": compiled}, {"key": "b", "verified": False},
+                 {"key": "c", "verified": True, "best_node": fused, "collapse": ["kept"]}],
+                f"sqlite:///{tmp_path / 's.db'}")
+    assert [r["collapse"] for r in rows] == [["graph-algebra-all"], [], ["kept"]]

@@ -1,21 +1,24 @@
 import torch
 import torch.nn as nn
+import torch.nn.functional as F
 
 
 class Model(nn.Module):
-    """Linear layer followed by a sum over the output features."""
+    """Linear layer, exact GELU, then layer normalization over the output features."""
 
     def __init__(self, in_features, out_features):
         super(Model, self).__init__()
         self.linear = nn.Linear(in_features, out_features)
+        self.norm = nn.LayerNorm(out_features)
 
     def forward(self, x):
         x = self.linear(x)
-        x = torch.sum(x, dim=1, keepdim=True)
+        x = F.gelu(x)
+        x = self.norm(x)
         return x
 
 
-batch_size = 512
+batch_size = 256
 in_features = 1024
 out_features = 1024
 
