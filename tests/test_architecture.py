@@ -10,7 +10,11 @@ fails, naming the file and line, when
   ``arbor/`` directory (lazy imports count: a lazy import is still a dependency);
 * an ``arbor.*`` import names a module that does not exist (a stale path after a move);
 * module-level imports form a cycle (lazy imports and ``if TYPE_CHECKING:`` blocks are left out:
-  they do not run while the module is being imported).
+  they do not run while the module is being imported);
+* a module loads torch, Triton or LangGraph at import time — itself or through a module it imports
+  at module level — unless it is one of the few that exist to do that work (``HEAVY_OK``): those
+  libraries cost seconds to import, and reading a store, loading skills or replaying a landscape
+  needs none of them.
 """
 
 from __future__ import annotations
@@ -30,6 +34,17 @@ FORBIDDEN = {
     "sandbox": {"search_tree", "agents", "arbor"},
     "agents": {"arbor"},
 }
+# Libraries that cost seconds to import on a loaded 2-core machine (torch ~4 s, LangGraph with
+# langchain-core ~2 s): imported inside the functions that use them.
+HEAVY = {"torch", "triton", "langgraph", "langchain_core"}
+# The modules allowed to import them at module level: the traced-graph passes, imported on a graph
+# move's first call (agents/transforms/graph/__init__.py declares their transforms by name), and the
+# harness, shipped into the job (stdlib + torch + numpy).
+HEAVY_OK = (
+    *(f"arbor.agents.transforms.graph.{m}" for m in
+      ("activations", "algebra", "epilogue", "folding", "norms", "operators", "rewrite")),
+    "arbor.sandbox.harness",
+)
 
 
 @dataclass
@@ -93,15 +108,13 @@ def _is_type_checking(test: ast.expr) -> bool:
         (isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
 
 
-def _resolve(known: dict[str, Module], written: str, names: list[str]) -> str:
-    """The most specific known module an import statement loads ('' when none)."""
-    found = ""
-    for n in names:  # ``from pkg import submodule``
-        if f"{written}.{n}" in known:
-            found = f"{written}.{n}"
-    if found:
-        return found
-    return written if written in known else ""
+def _resolve(known: dict[str, Module], written: str, names: list[str]) -> list[str]:
+    """The most specific known modules an import statement loads ([''] when none): each submodule
+    of ``from pkg import a, b`` it names, and ``pkg`` itself for the names that are not one."""
+    subs = [f"{written}.{n}" for n in names if f"{written}.{n}" in known]
+    if len(subs) == len(names) and subs:
+        return subs
+    return [*subs, written] if written in known else subs or [""]
 
 
 class _Visitor(ast.NodeVisitor):
@@ -110,6 +123,7 @@ class _Visitor(ast.NodeVisitor):
         self.depth = 0  # functions we are inside
         self.type_only = 0  # ``if TYPE_CHECKING:`` blocks we are inside
         self.found: list[Import] = []
+        self.heavy: list[Import] = []  # imports of a HEAVY library (target: the library)
 
     def _function(self, node: ast.AST) -> None:
         self.depth += 1
@@ -130,10 +144,14 @@ class _Visitor(ast.NodeVisitor):
             self.generic_visit(node)
 
     def _add(self, node: ast.stmt, written: str, names: list[str]) -> None:
+        if written.split(".")[0] in HEAVY:
+            self.heavy.append(Import(self.mod.name, written.split(".")[0], written, self.mod.path, node.lineno,
+                                     self.depth > 0, self.type_only > 0))
         if not written.startswith("arbor.") and written != "arbor":
             return  # third-party and standard library
-        self.found.append(Import(self.mod.name, _resolve(self.known, written, names), written, self.mod.path,
-                                 node.lineno, self.depth > 0, self.type_only > 0))
+        for target in _resolve(self.known, written, names):
+            self.found.append(Import(self.mod.name, target, written, self.mod.path,
+                                     node.lineno, self.depth > 0, self.type_only > 0))
 
     def visit_Import(self, node: ast.Import) -> None:
         for alias in node.names:
@@ -150,13 +168,15 @@ class _Visitor(ast.NodeVisitor):
         self._add(node, written, [a.name for a in node.names])
 
 
-def imports(mods: dict[str, Module]) -> list[Import]:
-    out = []
+def imports(mods: dict[str, Module]) -> tuple[list[Import], list[Import]]:
+    """(imports of this project's modules, imports of a HEAVY library)."""
+    out, heavy = [], []
     for mod in mods.values():
         v = _Visitor(mod, mods)
         v.visit(ast.parse(mod.source, mod.path))
         out.extend(v.found)
-    return out
+        heavy.extend(v.heavy)
+    return out, heavy
 
 
 # --- checking ----------------------------------------------------------------------------
@@ -242,9 +262,60 @@ def _one_cycle(comp: list[str], edges: dict[str, dict[str, Import]]) -> list[str
     return [start, start]  # unreachable for a strongly connected component
 
 
+def _heavy_ok(name: str) -> bool:
+    return any(name == ok or name.startswith(f"{ok}.") for ok in HEAVY_OK)
+
+
+def heavy_problems(mods: dict[str, Module], found: list[Import], heavy: list[Import]) -> list[str]:
+    """Modules outside ``HEAVY_OK`` that load a HEAVY library at import time.
+
+    A module-level import of a heavy library is reported where it is written; so is a module-level
+    import of a ``HEAVY_OK`` module that loads one (a package counts as imported by its modules).
+    Any other path to a heavy library passes through a module reported for one of these, so each
+    fault is reported once, at the line to change, not at every module that imports the culprit.
+    """
+    direct: dict[str, Import] = {}
+    for imp in heavy:
+        if not imp.lazy and not imp.type_only:
+            direct.setdefault(imp.importer, imp)
+    edges: dict[str, dict[str, Import]] = {}
+    for imp in found:
+        if not imp.lazy and not imp.type_only and imp.target and imp.target != imp.importer:
+            edges.setdefault(imp.importer, {}).setdefault(imp.target, imp)
+    for name, mod in mods.items():  # importing a module runs its package's __init__ first
+        package = name.rpartition(".")[0]
+        if package in mods:
+            edges.setdefault(name, {}).setdefault(package, Import(name, package, package, mod.path, 1, False, False))
+    loads: dict[str, Import] = dict(direct)  # module -> the heavy import it reaches at import time
+    changed = True
+    while changed:
+        changed = False
+        for a, targets in edges.items():
+            if a not in loads:
+                hit = next((loads[b] for b in targets if b in loads), None)
+                if hit is not None:
+                    loads[a], changed = hit, True
+    out = []
+    fix = ("import it inside the function that needs it, or declare the transform by name (agents/transforms/base.py) "
+           "— docs/architecture.md#imports: heavy libraries load where they are used")
+    for name in sorted(mods):
+        if _heavy_ok(name):
+            continue
+        if name in direct:
+            imp = direct[name]
+            out.append(f"{imp.where}: {name} imports {imp.written} at module level — {fix}")
+            continue
+        for b, imp in sorted(edges.get(name, {}).items()):
+            if b in loads and _heavy_ok(b):  # a module outside HEAVY_OK that loads one is reported itself
+                what = "its package" if b == name.rpartition(".")[0] else b
+                out.append(f"{imp.where}: {name} imports {what} at module level, which loads {loads[b].written} "
+                           f"({loads[b].where}) — {fix}")
+    return out
+
+
 def check(mods: dict[str, Module]) -> Report:
-    found = imports(mods)
-    return Report(found, direction_problems(mods, found) + cycle_problems(found))
+    found, heavy = imports(mods)
+    return Report(found, direction_problems(mods, found) + cycle_problems(found) + heavy_problems(mods, found, heavy))
 
 
 # --- the project ---------------------------------------------------------------------------
@@ -263,7 +334,13 @@ def test_every_part_is_found(project):
 
 def test_imports_flow_one_way(project):
     _, report = project
-    problems = [p for p in report.problems if "cycle" not in p]
+    problems = [p for p in report.problems if "cycle" not in p and "heavy libraries" not in p]
+    assert not problems, "\n".join(problems)
+
+
+def test_heavy_libraries_load_where_they_are_used(project):
+    _, report = project
+    problems = [p for p in report.problems if "heavy libraries" in p]
     assert not problems, "\n".join(problems)
 
 
@@ -334,3 +411,28 @@ def test_checker_reports_a_module_level_cycle_but_not_a_lazy_one():
     assert check(_tree(**lazy)).problems == []
     typing_only = {**CLEAN, "agents/helpers.py": "import typing\nif typing.TYPE_CHECKING:\n    from .roles import Role\n"}
     assert check(_tree(**typing_only)).problems == []
+
+
+def test_checker_reports_a_heavy_import_at_module_level_only():
+    (problem,) = check(_tree(**{**CLEAN, "agents/helpers.py": "import json\nimport torch.nn as nn\n"})).problems
+    assert problem.startswith("agents/helpers.py:2: arbor.agents.helpers imports torch.nn at module level")
+    lazy = {**CLEAN, "agents/helpers.py": "def f():\n    import torch\n    from langgraph.graph import END\n"}
+    assert check(_tree(**lazy)).problems == []
+    typing_only = {**CLEAN, "agents/helpers.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import torch\n"}
+    assert check(_tree(**typing_only)).problems == []
+
+
+def test_checker_reports_where_a_heavy_library_enters_once():
+    # roles imports helpers, which imports LangGraph: only helpers' line is the fault
+    chain = {**CLEAN, "agents/helpers.py": "from langgraph.graph import StateGraph\n"}
+    (problem,) = check(_tree(**chain)).problems
+    assert problem.startswith("agents/helpers.py:1: arbor.agents.helpers imports langgraph.graph")
+    # a module allowed to import torch is still one that others import lazily (or declare by name)
+    passes = {**CLEAN, "agents/transforms/__init__.py": "", "agents/transforms/graph/__init__.py": "",
+              "agents/transforms/graph/rewrite.py": "import torch\n"}
+    assert check(_tree(**passes)).problems == []
+    eager = {**passes, "agents/transforms/graph/__init__.py": "\nfrom . import rewrite\n"}
+    (problem,) = check(_tree(**eager)).problems
+    assert problem.startswith("agents/transforms/graph/__init__.py:2: arbor.agents.transforms.graph imports "
+                              "arbor.agents.transforms.graph.rewrite at module level, which loads torch "
+                              "(agents/transforms/graph/rewrite.py:1)")

@@ -7,13 +7,19 @@ only from the input). ``None`` means "not applicable / nothing changed", never a
 specialist can try every move on every candidate and simply skip the ones that do not fit.
 Transforms raise ``ValueError`` only for bad *params* (a skill author's mistake), which the skill
 loader surfaces at load time through the optional per-transform validator.
+
+A family whose implementation needs torch (the traced-graph moves) is *declared* here by name,
+validator and module (``declare``) and imported on its first call: loading skills, reading a
+store or replaying a landscape then never pays torch's import (docs/architecture.md#imports).
 """
 
 from __future__ import annotations
 
 import ast
 import copy
+import importlib
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 
 Transform = Callable[[str, dict], "str | None"]
 ParamValidator = Callable[[dict], None]
@@ -23,7 +29,14 @@ MODEL_CLASS = "ModelNew"
 # measured, so no transform ever touches them.
 INPUT_FUNCTIONS = frozenset({"get_inputs", "get_init_inputs"})
 
-_REGISTRY: dict[str, Transform] = {}
+@dataclass(frozen=True)
+class _Declared:
+    """A transform known by name whose implementation module is imported on first use."""
+
+    module: str
+
+
+_REGISTRY: dict[str, Transform | _Declared] = {}
 _VALIDATORS: dict[str, ParamValidator] = {}
 
 
@@ -31,11 +44,13 @@ def register(name: str, *, validate: ParamValidator | None = None) -> Callable[[
     """Register a transform under ``name``; ``validate(params)`` (optional) raises ValueError.
 
     The validator exists so a skill with a broken template or an unknown mode fails when the skill
-    is loaded, not halfway through a campaign.
+    is loaded, not halfway through a campaign. A declared name is taken by the implementation
+    that registers it when its module is imported.
     """
 
     def decorator(fn: Transform) -> Transform:
-        if name in _REGISTRY and _REGISTRY[name] is not fn:
+        known = _REGISTRY.get(name)
+        if known is not None and known is not fn and not isinstance(known, _Declared):
             raise ValueError(f"transform {name!r} is already registered")
         _REGISTRY[name] = fn
         if validate is not None:
@@ -45,14 +60,33 @@ def register(name: str, *, validate: ParamValidator | None = None) -> Callable[[
     return decorator
 
 
+def declare(name: str, module: str, *, validate: ParamValidator | None = None) -> None:
+    """Know transform ``name`` now, import ``module`` (which ``register``s it) on its first call.
+
+    ``validate`` must not need the implementation's imports: skills are validated at load time,
+    before anything is traced.
+    """
+    if name in _REGISTRY:
+        raise ValueError(f"transform {name!r} is already registered")
+    _REGISTRY[name] = _Declared(module)
+    if validate is not None:
+        _VALIDATORS[name] = validate
+
+
 def get_transform(name: str) -> Transform:
     """Look up a transform; the KeyError lists the known names so a typo is obvious."""
     try:
-        return _REGISTRY[name]
+        entry = _REGISTRY[name]
     except KeyError:
         raise KeyError(
             f"unknown transform {name!r}; known transforms: {', '.join(transform_names())}"
         ) from None
+    if isinstance(entry, _Declared):
+        importlib.import_module(entry.module)
+        entry = _REGISTRY[name]
+        if isinstance(entry, _Declared):
+            raise RuntimeError(f"module {entry.module} does not register transform {name!r}")
+    return entry
 
 
 def transform_names() -> list[str]:
@@ -60,8 +94,12 @@ def transform_names() -> list[str]:
 
 
 def validate_params(name: str, params: dict) -> None:
-    """Check ``params`` for transform ``name`` (KeyError if unknown, ValueError if invalid)."""
-    get_transform(name)
+    """Check ``params`` for transform ``name`` (KeyError if unknown, ValueError if invalid).
+
+    Never imports a declared transform's implementation: only its validator runs.
+    """
+    if name not in _REGISTRY:
+        get_transform(name)  # raises the KeyError that lists the known names
     validator = _VALIDATORS.get(name)
     if validator is not None:
         validator(params)

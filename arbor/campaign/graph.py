@@ -10,6 +10,10 @@ The store is the source of truth; a resumed run always re-enters at ``select`` w
 from the store (so a checkpoint can never disagree with what was measured). The SQLite checkpointer
 therefore records the graph's final state only (``durability="exit"``): writing one per super-step
 cost a fifth of the harness's time per step and could never be used to resume.
+
+LangGraph (and the langchain-core it pulls in, about 2 s of imports on a loaded 2-core machine) is
+imported where the graph is built, so a command that only reads a campaign never pays for it
+(docs/architecture.md#imports).
 """
 
 from __future__ import annotations
@@ -18,15 +22,14 @@ import sqlite3
 from functools import partial
 from pathlib import Path
 
-from langgraph.checkpoint.sqlite import SqliteSaver
-from langgraph.graph import END, START, StateGraph
-
 from . import steps
 from .context import Context
 from .steps import LoopState
 
 
 def build_graph(ctx: Context, checkpoint_path: Path | None):
+    from langgraph.graph import END, START, StateGraph
+
     g = StateGraph(LoopState)
     for name in ("select", "propose", "guard", "measure", "critique", "update", "finalize"):
         g.add_node(name, partial(getattr(steps, name), ctx))
@@ -45,6 +48,8 @@ def build_graph(ctx: Context, checkpoint_path: Path | None):
         checkpoint_path.parent.mkdir(parents=True, exist_ok=True)
         conn = sqlite3.connect(str(checkpoint_path), check_same_thread=False)
         conn.execute("PRAGMA journal_mode=WAL")
+        from langgraph.checkpoint.sqlite import SqliteSaver
+
         saver = SqliteSaver(conn)
     return g.compile(checkpointer=saver), saver
 

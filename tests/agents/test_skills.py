@@ -133,6 +133,11 @@ def test_unknown_transform_names_the_move_and_lists_known_ones() -> None:
     with pytest.raises(SkillError) as err:
         parse_skill(skill_text("s", bad_params), "t.md")
     assert_one_line(err, "t.md", "tmpl", "params")
+    # transforms declared by name (imported on first call) are validated at load time all the same
+    bad_passes = one_move("g", transform="graph_rewrite") + "    params: {passes: [size1, nope]}\n"
+    with pytest.raises(SkillError) as err:
+        parse_skill(skill_text("s", bad_passes), "g.md")
+    assert_one_line(err, "g.md", "g", "nope")
 
 
 def test_soft_skills_cannot_have_moves_and_family_defaults() -> None:

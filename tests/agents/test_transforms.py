@@ -116,6 +116,54 @@ def test_registry_lists_all_transforms_and_unknown_name_is_helpful() -> None:
         get_transform("wrap_compiel")
 
 
+LATE_MODULE = """from arbor.agents.transforms.base import register
+
+
+@register("late_move")
+def late_move(source, params):
+    return source + "# late\\n"
+"""
+
+
+def test_a_declared_transform_is_known_and_validated_before_its_module_is_imported(tmp_path, monkeypatch) -> None:
+    """The graph family is declared this way so that loading skills never imports torch."""
+    from arbor.agents.transforms import base, validate_params
+
+    monkeypatch.setattr(base, "_REGISTRY", dict(base._REGISTRY))
+    monkeypatch.setattr(base, "_VALIDATORS", dict(base._VALIDATORS))
+    (tmp_path / "late_transform_impl.py").write_text(LATE_MODULE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+
+    def check(params: dict) -> None:
+        if params:
+            raise ValueError("late_move takes no params")
+
+    base.declare("late_move", "late_transform_impl", validate=check)
+    assert "late_move" in transform_names()
+    validate_params("late_move", {})
+    with pytest.raises(ValueError, match="takes no params"):
+        validate_params("late_move", {"x": 1})
+    assert "late_transform_impl" not in sys.modules  # validated by name: nothing imported yet
+    with pytest.raises(KeyError, match="late_move"):  # the unknown-name error lists declared names too
+        get_transform("late_mvoe")
+    assert get_transform("late_move")("a = 1\n", {}) == "a = 1\n# late\n"
+    assert "late_transform_impl" in sys.modules
+    with pytest.raises(ValueError, match="already registered"):
+        base.declare("late_move", "late_transform_impl")
+    base.declare("never_registered", "json")
+    with pytest.raises(RuntimeError, match="json does not register transform 'never_registered'"):
+        get_transform("never_registered")
+    monkeypatch.delitem(sys.modules, "late_transform_impl")
+
+
+def test_the_graph_family_is_declared_with_the_passes_it_implements() -> None:
+    from arbor.agents.transforms.graph import PASS_NAMES
+    from arbor.agents.transforms.graph.rewrite import PASSES
+
+    assert tuple(PASSES) == PASS_NAMES
+    assert {"graph_rewrite", "compile_epilogue", "triton_codegen"} <= set(transform_names())
+
+
 def test_to_modelnew_renames_super_call_and_keeps_globals() -> None:
     src = to_modelnew(NEW_GELU)
     tree = ast.parse(src)

@@ -9,69 +9,38 @@ Linear/Conv weights), ``linear_reduction`` (sum/mean over a Linear's outputs as 
 operator choice: ``addmm`` (matmul + add as addmm/baddbmm), ``norms`` (hand-written layer/RMS
 norms recognised by value as the native op), ``channels_last`` (NHWC input for 2-D convs),
 ``lt_epilogue`` (Linear + ReLU / tanh GELU as one cuBLASLt epilogue GEMM: CUDA skills only).
+
+This package's ``__init__`` only *declares* the family's transforms (names, params, validators):
+the passes need torch at import time, so ``rewrite.py`` (``graph_rewrite``) and ``epilogue.py``
+(``compile_epilogue``) are imported on a move's first call, never by loading skills or reading a
+store (``base.declare``).
 """
 
 from __future__ import annotations
 
-from ..base import register
-from . import activations, algebra, epilogue, folding, norms, operators  # noqa: F401  (epilogue registers a transform)
-from .emit import rewrite_source
+from ..base import declare
 
-PASSES = {
-    "size1": algebra.size1_reductions,
-    "transposes": algebra.cancel_transposes,
-    "diag": algebra.diag_matmul,
-    "affine": folding.fold_affine,
-    "linear_reduction": folding.fold_linear_reduction,
-    "scale_operand": folding.scale_smaller_operand,
-    "activations": activations.fuse_activations,
-    "addmm": operators.fuse_bias_add,
-    "norms": norms.native_norms,
-    "channels_last": operators.conv_channels_last,
-    "lt_epilogue": operators.lt_epilogue,
-}
-MAX_ROUNDS = 6
+PASS_NAMES = ("size1", "transposes", "diag", "affine", "linear_reduction", "scale_operand", "activations",
+              "addmm", "norms", "channels_last", "lt_epilogue")
+EPILOGUE_MODES = ("default", "max-autotune-no-cudagraphs")
 
 
-def _validate(params: dict) -> None:
+def validate_passes(params: dict) -> None:
+    """``graph_rewrite``'s params: exactly ``passes``, a non-empty list of known pass names."""
     unknown = set(params) - {"passes"}
     passes = params.get("passes")
     if unknown or not isinstance(passes, list) or not passes:
         raise ValueError("graph_rewrite needs exactly one param, passes: a non-empty list of pass names")
-    bad = [p for p in passes if p not in PASSES]
+    bad = [p for p in passes if p not in PASS_NAMES]
     if bad:
-        raise ValueError(f"unknown passes {bad}; known: {', '.join(sorted(PASSES))}")
+        raise ValueError(f"unknown passes {bad}; known: {', '.join(sorted(PASS_NAMES))}")
 
 
-def run_passes(names: list[str]):  # type: ignore[no-untyped-def]
-    def run(rw) -> int:  # type: ignore[no-untyped-def]
-        total = 0
-        for _ in range(MAX_ROUNDS):
-            changed = 0
-            for name in names:
-                done = PASSES[name](rw)
-                if done:
-                    rw.refresh()
-                changed += done
-            if not changed:
-                break
-            total += changed
-        return total
-
-    return run
+def validate_epilogue(params: dict) -> None:
+    """``compile_epilogue``'s params: at most ``mode``, one of ``EPILOGUE_MODES``."""
+    if set(params) - {"mode"} or params.get("mode", "default") not in EPILOGUE_MODES:
+        raise ValueError("compile_epilogue takes only mode: default or max-autotune-no-cudagraphs")
 
 
-@register("graph_rewrite", validate=_validate)
-def graph_rewrite(source: str, params: dict) -> str | None:
-    """Rewrite ModelNew through its traced graph with ``passes``; None when nothing applies.
-
-    Exact up to floating-point rounding. Refused (None) when the candidate cannot be traced
-    (data-dependent control flow, a compiled candidate), when the new code would depend on a
-    constant captured at trace time, or when the rewrite is valid only at the traced sizes.
-    """
-    _validate(params)
-    try:
-        out = rewrite_source(source, run_passes(list(params["passes"])))
-    except Exception:  # noqa: BLE001 - a graph the passes cannot handle: the move does not apply
-        return None
-    return out[0] if out else None
+declare("graph_rewrite", f"{__name__}.rewrite", validate=validate_passes)
+declare("compile_epilogue", f"{__name__}.epilogue", validate=validate_epilogue)

@@ -16,6 +16,7 @@ import copy
 import torch
 
 from ..base import register
+from . import validate_epilogue as _validate
 from .emit import _free_names, _strip_frees, scaled_source
 from .nodes import module_of, op_name
 from .trace import Traced, trace
@@ -85,11 +86,6 @@ def split(traced: Traced) -> tuple[ast.FunctionDef, ast.FunctionDef] | None:
         return None
     ret.value = ast.Call(ast.parse("self._epilogue_compiled", mode="eval").body, [ret.value], [])
     return main, tail_fn
-
-
-def _validate(params: dict) -> None:
-    if set(params) - {"mode"} or params.get("mode", "default") not in ("default", "max-autotune-no-cudagraphs"):
-        raise ValueError("compile_epilogue takes only mode: default or max-autotune-no-cudagraphs")
 
 
 @register("compile_epilogue", validate=_validate)
