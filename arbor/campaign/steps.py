@@ -288,11 +288,12 @@ def _fresh_probe(root_ms: list, ms: list) -> float | None:
     """The reference's median in a baseline measurement of purpose ``reference`` (the reference
     alone, in a sandbox with no candidate code: ``reprobe_reference``) taken since this node's
     previous attempt; None when there was none. Against it the Critic tells a reference slowed by
-    the machine (slow there too) from one slowed inside the candidate's process."""
+    the machine (slow there too) from one slowed inside the candidate's process. With several
+    workers the probe runs beside the re-measurement and may land after it (the node is judged
+    once both have landed), so it counts from the previous attempt on, not only up to the last."""
     if len(ms) < 2:
         return None
-    probes = [m for m in root_ms if m.purpose == "reference" and m.id > ms[-2].id and m.id < ms[-1].id
-              and m.baseline_samples]
+    probes = [m for m in root_ms if m.purpose == "reference" and m.id > ms[-2].id and m.baseline_samples]
     return statistics.median(probes[-1].baseline_samples) if probes else None
 
 

@@ -231,6 +231,11 @@ _MEMO: dict[str, dict] = {}
 _FORMAT = "v2"  # v1 entries (one copy rate over cache-sized buffers, no thread count) are ignored
 
 
+def _memo_key(key: str) -> str:
+    """This process's copy stands in for one cache file: another cache folder is another cache."""
+    return f"{_cache_path()}:{key}"
+
+
 def _cache_path() -> Path:
     root = os.environ.get("ARBOR_CACHE_DIR") or os.path.join(
         os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "arbor")
@@ -282,7 +287,7 @@ def _load() -> dict:
 
 
 def _fresh(key: str) -> dict | None:
-    entry = _load().get(key) or _MEMO.get(key)
+    entry = _load().get(key) or _MEMO.get(_memo_key(key))
     if not isinstance(entry, dict) or entry.get("stale") or time.time() - float(entry.get("at", 0)) > _TTL_S:
         return None
     return {k: v for k, v in entry.items() if k != "at"} | {"source": "cached"}
@@ -330,9 +335,9 @@ def _store(key: str, peak: dict, same) -> None:  # type: ignore[no-untyped-def]
     """Merge into the entry at ``key`` (when ``same(old)``, else replace) and write atomically; a
     cache that cannot be written is only slower."""
     data = _load()
-    old = data.get(key) or _MEMO.get(key)
+    old = data.get(key) or _MEMO.get(_memo_key(key))
     old = old if isinstance(old, dict) else {}
-    data[key] = _MEMO[key] = _merge(old if old and same(old) else {}, peak)
+    data[key] = _MEMO[_memo_key(key)] = _merge(old if old and same(old) else {}, peak)
     _write(data)
 
 
@@ -352,8 +357,8 @@ def mark_cpu_peak_stale(threads: int | None, key: str | None = None) -> None:
     measured on a busy machine. The next job measures it again (merged by maximum)."""
     data = _load()
     k = key or cpu_key(threads)
-    if isinstance(_MEMO.get(k), dict):
-        _MEMO[k]["stale"] = True
+    if isinstance(_MEMO.get(_memo_key(k)), dict):
+        _MEMO[_memo_key(k)]["stale"] = True
     if isinstance(data.get(k), dict):
         data[k]["stale"] = True
         _write(data)

@@ -216,7 +216,7 @@ def test_a_candidate_cannot_read_the_host_cache_folder(tmp_path):
     """The archive is shipped as a file of the job; the host folder itself stays out of reach
     (Landlock), so no candidate can read another candidate's archive."""
     runner = LocalRunner()
-    if not runner.use_landlock:
+    if "landlock_fs" not in runner.plan.layers:
         runner.close()
         pytest.skip("Landlock unavailable: the local sandbox cannot confine reads here")
     store = cc.CompileCache(tmp_path / "cache")

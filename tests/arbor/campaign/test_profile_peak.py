@@ -19,6 +19,6 @@ H100 = {"gpu_name": "NVIDIA H100 80GB HBM3"}
 def test_the_profiles_flop_peak_is_the_modes(tmp_path: Path, precision, rate):
     spec = parse_spec({"name": "x", "target": {"problem": "p.py", "device": "cuda", "precision": precision}},
                       str(tmp_path / "c.yaml"), tmp_path)
-    peak = _peak(SimpleNamespace(spec=spec), H100)
+    peak = _peak(SimpleNamespace(spec=spec), None, H100)
     assert peak["flops_per_s"] == getattr(gpu_peak(H100["gpu_name"]), rate)
-    assert _peak(SimpleNamespace(spec=spec), {"gpu_name": "a GPU no table knows"}) is None
+    assert _peak(SimpleNamespace(spec=spec), None, {"gpu_name": "a GPU no table knows"}) is None

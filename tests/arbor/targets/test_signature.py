@@ -12,7 +12,7 @@ PROBLEMS = Path(__file__).resolve().parents[3] / "benchmarks" / "problems"
 
 
 def test_traced_signatures_weight_op_kinds_by_flops():
-    a = problem_signature(PROBLEMS / "l2_01_gemm_sum.py", {}, 0.25, None)
+    a = problem_signature(PROBLEMS / "l2_02_gemm_scale_residual.py", {}, 0.25, None)
     b = problem_signature(PROBLEMS / "l2_10_gemm_swish_scale_add.py", {}, 0.25, None)
     assert a["source"] == b["source"] == "trace", (a, b)
     assert max(a["ops"], key=a["ops"].get) == "gemm" and a["ops"]["gemm"] > 0.9
