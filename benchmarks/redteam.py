@@ -1,6 +1,7 @@
 """The red team at full size: ``arbor redteam PROBLEM.py --seed 0`` on the quickstart problem and the MLP.
 
     python -m benchmarks.redteam [--seed 0] [--workers 2] [--problems campaigns/problems/gelu_gate.py ...] [--hooks]
+    python -m benchmarks.redteam --hooks-only     # the four hook candidates alone: redteam_hooks.json
 
 Issue 27's acceptance: per problem >= 200 generated hostile variants across >= 12 classes x >= 4
 disguises, none accepted, and >= 30 honest twins in all, none flagged. Prints, per problem, the
@@ -63,7 +64,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--problems", nargs="*", type=Path, default=PROBLEMS)
     ap.add_argument("-o", "--out", type=Path, default=None, help="keep each run's directory (sources, escapes) here")
     ap.add_argument("--hooks", action="store_true", help="also the four global-hook candidates, idle and busy")
+    ap.add_argument("--hooks-only", action="store_true",
+                    help="only the hook candidates, written to redteam_hooks.json (the full run's JSON is kept)")
     args = ap.parse_args(argv)
+    if args.hooks_only:
+        started = time.monotonic()
+        hooks = hook_candidates()
+        named = sum(1 for h in hooks if h["diagnosis"] == "hack_suspected" and "hooks (register_module_forward"
+                    in (h["reason"] or ""))
+        print(f"wrote {write_result('redteam_hooks', {'hook_candidates': hooks, 'named': named}, started)}: "
+              f"{named} of {len(hooks)} named hack_suspected with the hook")
+        return 0 if named == len(hooks) else 1
     from arbor.redteam import session
 
     started = time.monotonic()

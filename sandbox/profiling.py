@@ -21,11 +21,12 @@ import sys
 from pathlib import Path
 
 from .gpu.devices import bandwidth_at, flops_at, within_peak
+from .compile_cache import ARCHIVE_IN, ARCHIVE_OUT, cache_key, default_cache, runner_identity
 from .kernel_protocol import KernelRequest
 from .runner import Job, PythonEntry, Runner
 
 PROFILE_HARNESS = Path(__file__).parent / "harness" / "profile_harness.py"
-_SHIPPED = ("kernel_checks.py", "allocator.py", "cost.py")
+_SHIPPED = ("kernel_checks.py", "allocator.py", "cost.py", "compile_cache.py")
 # a runner may start it warm (forked from a worker that imported torch and its profiler once)
 PROFILE_ENTRY = PythonEntry("profile_harness.py", _SHIPPED)
 TOP = 12
@@ -64,15 +65,22 @@ def category(op_name: str) -> str:
     return "elementwise"
 
 
-def profile_job(req: KernelRequest, nonce: str, iters: int = 10, budget_s: float = 1.0) -> Job:
+def profile_job(req: KernelRequest, nonce: str, iters: int = 10, budget_s: float = 1.0,
+                cache_key: str | None = None, archive: bytes | None = None) -> Job:
+    """The profile job. A compiled candidate's archive from its measurements (``cache_key``,
+    ``archive``: sandbox/compile_cache.py) travels in, so the profile loads what they compiled
+    instead of compiling again (15 s a profile on the quickstart, once per new best); the job
+    sends nothing back to the cache: only measurements fill it."""
     body = {"problem_file": "problem.py", "candidate_file": "candidate.py", "sizes": req.sizes,
             "size_scale": req.size_scale, "dtype": req.dtype, "device": req.device,
             "num_threads": req.num_threads, "iters": iters, "budget_s": budget_s, "nonce": nonce}
+    if cache_key and archive:
+        body["compile_cache"] = {"key": cache_key, "in": ARCHIVE_IN, "out": ARCHIVE_OUT}  # out: never collected
     shipped = {n: PROFILE_HARNESS.with_name(n).read_text(encoding="utf-8") for n in _SHIPPED}
     return Job(argv=[sys.executable, "-I", "-B", "profile_harness.py", "request.json"],
                files={"profile_harness.py": PROFILE_HARNESS.read_text(encoding="utf-8"), **shipped,
                       "problem.py": req.problem_source, "candidate.py": req.candidate_source,
-                      "request.json": json.dumps(body)},
+                      "request.json": json.dumps(body), **({ARCHIVE_IN: archive} if cache_key and archive else {})},
                timeout_s=req.timeout_s, collect=["profile.json"],
                memory_bytes=None if req.device.startswith("cuda") else req.memory_bytes, entry=PROFILE_ENTRY)
 
@@ -137,7 +145,7 @@ def summarize(raw: dict, dtype: str | None, peak: dict | None, call_s: float | N
            "clock": "measured" if anchored else raw.get("clock"), "anchored": anchored, "ops": top,
            "categories": dict(sorted(shares.items(), key=lambda kv: -kv[1])),
            "dominant": dominant["op"] if dominant else None, "dominant_bound": bound,
-           "peak": describe_peak(peak, dtype), "anomalies": anomalies}
+           "peak": describe_peak(peak, dtype), "anomalies": anomalies, "compile_cache": raw.get("compile_cache")}
     out.update(launch_profile({**raw, "call_ms": out["call_ms"]}))  # the GPU's busy share of the measured call
     return out
 
@@ -170,7 +178,9 @@ def run_profile(runner: Runner, req: KernelRequest, peak: dict | None = None, ca
     measured time per call, which the profile's self times are shares of (``summarize``)."""
     nonce = secrets.token_hex(16)
     try:
-        res = runner.run(profile_job(req, nonce))
+        store = default_cache() if req.reuse_compiled else None
+        key = cache_key(req, runner_identity(runner)) if store is not None else None
+        res = runner.run(profile_job(req, nonce, cache_key=key, archive=store.get(key) if key else None))
     except Exception as exc:  # noqa: BLE001 - a profile is advice: never fail the caller
         return {"error": f"profile job could not run: {exc}"}
     raw = res.outputs.get("profile.json")

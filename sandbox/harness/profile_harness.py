@@ -115,6 +115,14 @@ def main(argv: list[str]) -> int:
 
     request_path = argv[1]
     req = json.loads(open(request_path).read())
+    # a compiled candidate's artifacts from its measurements: loaded, not compiled again (read
+    # only: nothing is packed back). Inductor and Triton read their folders when the candidate
+    # first imports them, which is after this.
+    cache = _load("arbor_harness_compile_cache", os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                                             "compile_cache.py")).JobCache.open(req)
+    if cache is not None:
+        cache.activate()
+        cache.before_candidate(str(req.get("device") or "cpu"))
     if req.get("num_threads"):
         torch.set_num_threads(int(req["num_threads"]))
     device = torch.device(req.get("device") or "cpu")
@@ -171,7 +179,7 @@ def main(argv: list[str]) -> int:
     ops.sort(key=lambda o: -o["self_us"])
     out = {"iters": iters, "call_ms": one * 1e3 * scale, "device": str(device), "ops": ops[:40],
            "clock": "thread CPU time" if scale < 1.0 else "wall", "wall_to_cpu": round(scale, 4),
-           "nonce": req.get("nonce")}
+           "nonce": req.get("nonce"), "compile_cache": cache.stats["status"] if cache is not None else "off"}
     if cuda:  # kernels shorter than their launch, or a GPU idle most of the call: launch-bound
         out.update(launches=launches, device_us=device_us)
     with open("profile.json", "w") as f:

@@ -212,6 +212,31 @@ def test_cache_travels_between_measurements_of_the_same_candidate_only(tmp_path)
         runner.close()
 
 
+def test_a_profile_loads_what_the_measurements_compiled_and_writes_nothing_back(tmp_path, monkeypatch):
+    """A new best is profiled: with its measurements' archive shipped in, the profile loads instead
+    of compiling again (seen on the quickstart: 15-18 s a profile of a compiled best, 4 per run)."""
+    from arbor.sandbox.profiling import profile_job, run_profile
+
+    monkeypatch.setenv("ARBOR_COMPILE_CACHE", str(tmp_path / "cache"))
+    store = cc.default_cache()
+    runner = LocalRunner()
+    try:
+        req = _req(_counting("P"))
+        assert measure_kernel(runner, req, cache=store).stats["compile_cache"]["kept"]
+        key = cc.cache_key(req, cc.runner_identity(runner))
+        kept = store.get(key)
+        prof = run_profile(runner, req)
+        assert "error" not in prof, prof
+        assert prof["compile_cache"] == "hit"
+        assert store.get(key) == kept  # read only: the profile sent nothing back
+        assert run_profile(runner, replace(req, reuse_compiled=False))["compile_cache"] == "off"
+        job = profile_job(req, "n", cache_key=key, archive=kept)
+        assert job.files[cc.ARCHIVE_IN] == kept and job.collect == ["profile.json"]
+        assert cc.ARCHIVE_IN not in profile_job(req, "n").files
+    finally:
+        runner.close()
+
+
 def test_a_candidate_cannot_read_the_host_cache_folder(tmp_path):
     """The archive is shipped as a file of the job; the host folder itself stays out of reach
     (Landlock), so no candidate can read another candidate's archive."""
