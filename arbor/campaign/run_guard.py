@@ -4,7 +4,12 @@
   persists wall time, so a run killed mid-measurement still counts the time it spent;
 * SIGTERM and SIGHUP (what systemd, Slurm, ``kill`` and a closed terminal send) take the Ctrl-C
   path: the main thread gets a KeyboardInterrupt, the job tree is killed, the node goes back to
-  the queue, the status says ``interrupted`` and the clocks are restored.
+  the queue, the status says ``interrupted`` and the clocks are restored;
+* none of them interrupts an import: a KeyboardInterrupt raised while a module initialises leaves
+  it half-imported in the process, and the clean-up that follows imports it again (torch, numpy:
+  that raises or segfaults — seen in the chaos suite as a SIGTERM ending with SIGSEGV once imports
+  moved from start-up into the run). A signal that lands during an import is delivered again a
+  moment later, until it lands outside one.
 """
 
 from __future__ import annotations
@@ -50,22 +55,48 @@ class Heartbeat:
                 pass
 
 
+REDELIVER_S = 0.02
+
+
+def importing(frame) -> bool:  # type: ignore[no-untyped-def]
+    """Whether ``frame`` (the main thread's, as a signal handler receives it) runs inside an import."""
+    while frame is not None:
+        if frame.f_code.co_filename.startswith("<frozen importlib"):
+            return True
+        frame = frame.f_back
+    return False
+
+
+def _redeliver(signum: int) -> None:
+    t = threading.Timer(REDELIVER_S, os.kill, (os.getpid(), signum))
+    t.daemon = True
+    t.start()
+
+
 @contextmanager
 def signals_interrupt(seen: list[int] | None = None) -> Iterator[list[int]]:
-    """Within the block, SIGTERM/SIGHUP raise KeyboardInterrupt in the main thread (as Ctrl-C).
-    Yields the list (``seen``, if given: the caller holds it before a signal can land) that
-    receives the signal numbers seen (for the message)."""
+    """Within the block, SIGTERM/SIGHUP raise KeyboardInterrupt in the main thread (as Ctrl-C),
+    and none of them — Ctrl-C included, unless the process was started with it ignored — cuts an
+    import in half (it is delivered again once the import is done). Yields the list (``seen``, if
+    given: the caller holds it before a signal can land) that receives the stop signals seen (for
+    the message and the exit code; Ctrl-C is the default 130)."""
     seen = [] if seen is None else seen
     if threading.current_thread() is not threading.main_thread():
         yield seen
         return
 
-    def handler(signum, _frame):  # type: ignore[no-untyped-def]
+    def handler(signum, frame):  # type: ignore[no-untyped-def]
+        if importing(frame):
+            _redeliver(signum)
+            return
+        if signum == signal.SIGINT:
+            raise KeyboardInterrupt
         seen.append(signum)
         if len(seen) == 1:
             raise KeyboardInterrupt(signal.Signals(signum).name)
 
-    old = {s: signal.signal(s, handler) for s in STOP_SIGNALS}
+    caught = STOP_SIGNALS + ((signal.SIGINT,) if signal.getsignal(signal.SIGINT) is signal.default_int_handler else ())
+    old = {s: signal.signal(s, handler) for s in caught}
     try:
         yield seen
     finally:

@@ -89,10 +89,17 @@ def gone(pids, timeout: float = 10) -> bool:
     return False
 
 
+def _default_ctrl_c() -> None:
+    # a shell that starts the suite in the background (`nohup pytest &`) hands its children SIGINT
+    # ignored, and Python keeps it ignored: the test's Ctrl-C would be lost, not Arbor's handling
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def start_run(spec: Path, cwd: Path) -> subprocess.Popen:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST")}
     return subprocess.Popen([sys.executable, "-m", "arbor", "run", str(spec)], cwd=cwd, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=_default_ctrl_c)
 
 
 @pytest.mark.slow
