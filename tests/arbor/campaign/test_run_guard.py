@@ -20,8 +20,17 @@ DONE = True
 """
 
 
+@pytest.fixture
+def ctrl_c():
+    """Ctrl-C as an interactive shell hands it down (a suite started from a background shell
+    inherits it ignored, and then the guard rightly leaves it ignored)."""
+    prev = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, prev)
+
+
 @pytest.mark.parametrize("sig, args", [("SIGTERM", ("SIGTERM",)), ("SIGINT", ())])
-def test_a_signal_during_an_import_is_delivered_once_the_import_is_done(tmp_path, monkeypatch, sig, args):
+def test_a_signal_during_an_import_is_delivered_once_the_import_is_done(tmp_path, monkeypatch, ctrl_c, sig, args):
     name = f"arbor_test_slow_import_{sig.lower()}"
     (tmp_path / f"{name}.py").write_text(MODULE.format(sig=sig))
     monkeypatch.syspath_prepend(str(tmp_path))
