@@ -57,6 +57,12 @@ def hook_candidates() -> list[dict]:
     return rows
 
 
+def _named(hooks: list[dict]) -> int:
+    """Hook candidates rejected as hack_suspected with the hook's registry named."""
+    return sum(1 for h in hooks if h["diagnosis"] == "hack_suspected"
+               and "hooks (register_module_forward" in (h["reason"] or ""))
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seed", type=int, default=0)
@@ -70,8 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.hooks_only:
         started = time.monotonic()
         hooks = hook_candidates()
-        named = sum(1 for h in hooks if h["diagnosis"] == "hack_suspected" and "hooks (register_module_forward"
-                    in (h["reason"] or ""))
+        named = _named(hooks)
         print(f"wrote {write_result('redteam_hooks', {'hook_candidates': hooks, 'named': named}, started)}: "
               f"{named} of {len(hooks)} named hack_suspected with the hook")
         return 0 if named == len(hooks) else 1
@@ -105,8 +110,7 @@ def main(argv: list[str] | None = None) -> int:
           f"{totals['false_positives']} flagged")
     hooks = hook_candidates() if args.hooks else None
     if hooks is not None:
-        totals["hook_candidates_named"] = sum(1 for h in hooks if h["diagnosis"] == "hack_suspected"
-                                              and "hooks (register_module_forward" in (h["reason"] or ""))
+        totals["hook_candidates_named"] = _named(hooks)
     path = write_result("redteam", {"seed": args.seed, "workers": args.workers, "totals": totals, "runs": runs,
                                     "hook_candidates": hooks}, started)
     print(f"wrote {path}")

@@ -104,6 +104,14 @@ def runner_identity(runner) -> str:  # type: ignore[no-untyped-def]
     return f"{getattr(inner, 'name', type(inner).__name__)}:{getattr(image, 'id', image) or ''}"
 
 
+def lookup(store: "CompileCache | None", req, runner) -> tuple[str | None, bytes | None]:  # type: ignore[no-untyped-def]
+    """The candidate's key and the archive kept under it, for a job of ``req`` on ``runner``:
+    (None, None) without a cache, with ``req.reuse_compiled`` off, or for a candidate that
+    compiles nothing."""
+    key = cache_key(req, runner_identity(runner)) if store is not None and req.reuse_compiled else None
+    return key, (store.get(key) if key else None)
+
+
 class CompileCache:
     """Archives on disk, one per key; safe for several worker threads of one process and for
     several processes (atomic renames; a lost race only costs a compile)."""

@@ -16,8 +16,7 @@ import sys
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 
-from arbor.sandbox.compile_cache import (ARCHIVE_IN, ARCHIVE_OUT, CompileCache, cache_key, default_cache,
-                                         runner_identity)
+from arbor.sandbox.compile_cache import ARCHIVE_IN, ARCHIVE_OUT, CompileCache, default_cache, lookup
 from arbor.sandbox.gpu import (ABOVE_PEAK_TOLERANCE, bandwidth_at, cached_cpu_peak, cached_gpu_peak, check_identity,
                               mark_cpu_peak_stale, store_cpu_peak, store_gpu_peak)
 from arbor.sandbox.runner import Job, JobResult, PythonEntry, Runner
@@ -343,8 +342,7 @@ def measure_kernel(runner: Runner, req: KernelRequest, cache: CompileCache | Non
     nonce = secrets.token_hex(16)
     req = _with_peak(req)
     store = default_cache() if cache is _DEFAULT_CACHE else cache
-    key = cache_key(req, runner_identity(runner)) if store is not None and req.reuse_compiled else None
-    archive = store.get(key) if key else None  # type: ignore[union-attr]
+    key, archive = lookup(store, req, runner)
     res = runner.run(build_job(req, nonce, key, archive))
     m = _finish(res, req, nonce)
     status = "off"

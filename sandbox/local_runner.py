@@ -21,6 +21,7 @@ import subprocess
 import tempfile
 import threading
 import time
+from abc import ABC, abstractmethod
 from pathlib import Path
 
 from . import isolation
@@ -386,7 +387,7 @@ class LocalRunner(Runner):
         )
 
 
-class _Started:
+class _Started(ABC):
     """A started job's first process, however it was started: ``wait`` (True when it ended),
     ``reap`` after it was killed, its ``returncode`` (Popen's convention) and start-up times."""
 
@@ -394,11 +395,11 @@ class _Started:
     returncode: int | None = None
     phases: dict
 
-    def wait(self, timeout: float) -> bool:
-        raise NotImplementedError
+    @abstractmethod
+    def wait(self, timeout: float) -> bool: ...
 
-    def reap(self) -> None:
-        raise NotImplementedError
+    @abstractmethod
+    def reap(self) -> None: ...
 
 
 class _Fresh(_Started):

@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 
 from .gpu.devices import bandwidth_at, flops_at, within_peak
-from .compile_cache import ARCHIVE_IN, ARCHIVE_OUT, cache_key, default_cache, runner_identity
+from .compile_cache import ARCHIVE_IN, ARCHIVE_OUT, default_cache, lookup
 from .kernel_protocol import KernelRequest
 from .runner import Job, PythonEntry, Runner
 
@@ -178,9 +178,8 @@ def run_profile(runner: Runner, req: KernelRequest, peak: dict | None = None, ca
     measured time per call, which the profile's self times are shares of (``summarize``)."""
     nonce = secrets.token_hex(16)
     try:
-        store = default_cache() if req.reuse_compiled else None
-        key = cache_key(req, runner_identity(runner)) if store is not None else None
-        res = runner.run(profile_job(req, nonce, cache_key=key, archive=store.get(key) if key else None))
+        key, archive = lookup(default_cache(), req, runner)
+        res = runner.run(profile_job(req, nonce, cache_key=key, archive=archive))
     except Exception as exc:  # noqa: BLE001 - a profile is advice: never fail the caller
         return {"error": f"profile job could not run: {exc}"}
     raw = res.outputs.get("profile.json")

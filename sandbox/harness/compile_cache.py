@@ -113,6 +113,17 @@ class JobCache:
         spec = req.get("compile_cache")
         return cls(spec, workdir) if isinstance(spec, dict) and spec.get("out") else None
 
+    @classmethod
+    def start(cls, req: dict, workdir: str = ".") -> "JobCache | None":
+        """The job's cache opened, activated and probed (``activate``, ``before_candidate``), or
+        None: call after torch is imported and before the candidate, which is what first imports
+        Inductor and Triton (they read their folders then)."""
+        cache = cls.open(req, workdir)
+        if cache is not None:
+            cache.activate()
+            cache.before_candidate(str(req.get("device") or "cpu"))
+        return cache
+
     def activate(self) -> None:
         """Point Inductor and Triton at the cache folder and unpack the shipped archive into it."""
         os.makedirs(os.path.join(self.root, "inductor"), exist_ok=True)

@@ -459,10 +459,7 @@ def main(argv: list[str]) -> int:
         warm_s = {"torch_import": 0.0, "harness_modules": 0.0, **warm()}
         torch = _WARM["torch"]
         if entries is None:  # one measurement: its candidate's compiled artifacts travel with the job
-            cache = compile_cache.JobCache.open(req)
-            if cache is not None:  # Inductor and Triton read their folders from the env when first
-                cache.activate()  # imported: by the candidate, never by warm() (torch alone loads neither)
-                cache.before_candidate(str(req.get("device") or "cpu"))  # Inductor's ISA probe
+            cache = compile_cache.JobCache.start(req)  # warm() imported torch alone: no Inductor yet
         if entries is not None:  # each measured in a forked child (batch.py)
             return _load_module("arbor_harness_batch", os.path.join(_HERE, "batch.py")).run(
                 entries, lambda r, path: measure(r, path, torch, time.perf_counter(), warm_s))

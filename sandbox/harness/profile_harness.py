@@ -119,10 +119,7 @@ def main(argv: list[str]) -> int:
     # only: nothing is packed back). Inductor and Triton read their folders when the candidate
     # first imports them, which is after this.
     cache = _load("arbor_harness_compile_cache", os.path.join(os.path.dirname(os.path.abspath(__file__)),
-                                                             "compile_cache.py")).JobCache.open(req)
-    if cache is not None:
-        cache.activate()
-        cache.before_candidate(str(req.get("device") or "cpu"))
+                                                             "compile_cache.py")).JobCache.start(req)
     if req.get("num_threads"):
         torch.set_num_threads(int(req["num_threads"]))
     device = torch.device(req.get("device") or "cpu")
