@@ -8,8 +8,10 @@ runs at (the campaign's thread count on CPU, read at the op's working set: an op
 tensors is held to the cache's bandwidth, a larger one to DRAM's).
 
 Every fraction is capped by physics: up to ``ABOVE_PEAK_TOLERANCE`` above 1 is the peak's own
-measurement noise and reads 100%; beyond that the bytes, the time or the peak is wrong, and the
-reading is listed under ``anomalies`` as a bug instead of being shown as a number. Failures are data
+measurement noise and reads 100%. An op whose share of the measured call reads beyond that, but
+whose own profiled time does not, is read on its profiled time with a note (``notes``: the anchoring
+scaled it below its real time). Beyond that on both the bytes, the time or the peak is wrong, and
+the reading is listed under ``anomalies`` as a bug instead of being shown as a number. Failures are data
 too (``{"error": ...}``): a profile is advice, never a gate.
 """
 
@@ -85,16 +87,28 @@ def profile_job(req: KernelRequest, nonce: str, iters: int = 10, budget_s: float
                memory_bytes=None if req.device.startswith("cuda") else req.memory_bytes, entry=PROFILE_ENTRY)
 
 
-def _rate(op: dict, what: str, achieved: float, peak: float) -> tuple[float | None, str | None]:
-    """(fraction of ``peak`` to show, or None; a bug report when the reading is impossible)."""
+def _rate(op: dict, what: str, achieved: float, peak: float,
+          observed: float | None = None) -> tuple[float | None, str | None, str | None]:
+    """(fraction of ``peak`` to show, or None; a bug report when the reading is impossible; a note
+    when only the anchoring made it so). ``achieved``: the rate on the op's share of the measured
+    call; ``observed``: on its own profiled time. Anchoring scales every op by one factor, but the
+    profiler's overhead does not fall evenly (page faults of fresh outputs, its bookkeeping per
+    call): a cheap op the profiler did not slow is scaled below its real time, and a CI VM's 1-thread
+    ``pow`` read 125% of the peak that way. Only a rate impossible on its own profiled time as well
+    is a bug; otherwise the op is read on its profiled time (a lower bound on its rate)."""
     if peak <= 0:
-        return None, None
+        return None, None, None
     frac = achieved / peak
     shown = within_peak(frac)
-    if shown is None:
-        return None, (f"{op['op']} read {frac:.0%} of peak {what} ({achieved / 1e9:.3g} G/s against "
-                      f"{peak / 1e9:.3g} G/s): the bytes, the time or the peak is wrong — a bug, please report it")
-    return shown, None
+    if shown is not None:
+        return shown, None, None
+    if observed is not None and observed < achieved and within_peak(observed / peak) is not None:
+        return within_peak(observed / peak), None, (
+            f"{op['op']} read {frac:.0%} of peak {what} on its share of the measured call and "
+            f"{observed / peak:.0%} on its own profiled time: the profiler's overhead fell on other ops; "
+            f"read on its profiled time")
+    return None, (f"{op['op']} read {frac:.0%} of peak {what} ({achieved / 1e9:.3g} G/s against "
+                  f"{peak / 1e9:.3g} G/s): the bytes, the time or the peak is wrong — a bug, please report it"), None
 
 
 def summarize(raw: dict, dtype: str | None, peak: dict | None, call_s: float | None = None) -> dict:
@@ -112,28 +126,33 @@ def summarize(raw: dict, dtype: str | None, peak: dict | None, call_s: float | N
     if call_s and call_s > 0 and ops:
         scale = call_s * 1e6 / total
         for o in ops:
+            o["profiled_us"] = o["self_us"]
             o["self_us"] *= scale
         anchored = {"profiled_ms": total / 1e3, "measured_ms": call_s * 1e3}
         total = call_s * 1e6
-    rows, shares, anomalies = [], {}, []
+    rows, shares, anomalies, notes = [], {}, [], []
     for o in ops:
         cat = category(o["name"])
         shares[cat] = shares.get(cat, 0.0) + o["self_us"] / total
         calls = max(o.get("calls") or 1, 1)
         secs = o["self_us"] * 1e-6  # per model call, all of this op's calls together
+        own = o.get("profiled_us", o["self_us"]) * 1e-6  # the op's own time under the profiler
         nbytes, flops = o.get("bytes"), o.get("flops")
         row = {"op": o["name"], "category": cat, "share": o["self_us"] / total, "self_ms": o["self_us"] / 1e3,
                "calls": o.get("calls"), "shapes": o.get("shapes"), "flops": flops, "bytes": nbytes,
                "footprint": o.get("footprint")}
         if peak and o["self_us"] / calls >= MIN_RATED_US:
             if flops:
-                row["flops_frac_peak"], bug = _rate(row, "FLOP/s", flops / secs, flops_at(peak, dtype))
+                row["flops_frac_peak"], bug, note = _rate(row, "FLOP/s", flops / secs, flops_at(peak, dtype),
+                                                          flops / own)
                 anomalies += [bug] if bug else []
+                notes += [note] if note else []
             if nbytes:
                 bw = bandwidth_at(peak, o.get("footprint") or nbytes / calls)
-                row["bytes_frac_peak"], bug = _rate(row, "bandwidth", nbytes / secs, bw)
+                row["bytes_frac_peak"], bug, note = _rate(row, "bandwidth", nbytes / secs, bw, nbytes / own)
                 row["peak_bytes_per_s"] = bw
                 anomalies += [bug] if bug else []
+                notes += [note] if note else []
         rows.append(row)
     top = rows[:TOP]
     dominant = top[0] if top else None
@@ -145,7 +164,8 @@ def summarize(raw: dict, dtype: str | None, peak: dict | None, call_s: float | N
            "clock": "measured" if anchored else raw.get("clock"), "anchored": anchored, "ops": top,
            "categories": dict(sorted(shares.items(), key=lambda kv: -kv[1])),
            "dominant": dominant["op"] if dominant else None, "dominant_bound": bound,
-           "peak": describe_peak(peak, dtype), "anomalies": anomalies, "compile_cache": raw.get("compile_cache")}
+           "peak": describe_peak(peak, dtype), "anomalies": anomalies, "notes": notes,
+           "compile_cache": raw.get("compile_cache")}
     out.update(launch_profile({**raw, "call_ms": out["call_ms"]}))  # the GPU's busy share of the measured call
     return out
 
@@ -218,5 +238,6 @@ def format_profile(p: dict, limit: int = 8) -> str:
         shapes = " ".join("x".join(map(str, s)) for s in (o.get("shapes") or [])[:3])
         lines.append(f"  {o['share']:5.1%} {o['op']} [{o['category']}] {o['self_ms']:.3f} ms"
                      f"{' ' + shapes if shapes else ''}{' (' + ', '.join(pos) + ')' if pos else ''}")
+    lines += [f"  note: {a}" for a in p.get("notes") or []]
     lines += [f"  BUG: {a}" for a in p.get("anomalies") or []]
     return "\n".join(lines)

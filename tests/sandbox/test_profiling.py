@@ -139,6 +139,30 @@ def test_a_reading_above_the_peak_is_reported_as_a_bug_not_a_number():
     assert "bytes_frac_peak" not in ops_too_short["ops"][0] and not ops_too_short["anomalies"]
 
 
+def test_an_op_the_anchoring_scaled_below_its_real_time_is_read_on_its_profiled_time_not_called_a_bug():
+    """A CI VM's 1-thread pow read 125% of the peak on its share of the measured call: the profiler
+    slowed the other ops (fresh outputs' page faults), the anchoring scaled every op down by the
+    same factor, and the cheap op the profiler did not slow came out faster than it ran. Only a
+    reading impossible on the op's own profiled time too is a bug."""
+    def raw(pow_us):
+        return {"call_ms": 1.0, "iters": 1, "ops": [
+            {"name": "aten::mul", "calls": 1, "self_us": 900.0, "shapes": [], "bytes": 1 * MB, "footprint": 1 * MB},
+            {"name": "aten::pow", "calls": 1, "self_us": pow_us, "shapes": [], "bytes": 128 * MB,
+             "footprint": 128 * MB}]}
+    # the profile ran twice as long as the measured call: pow, 80% of its level (12 GB/s) on its own
+    # profiled time, is scaled to half of it and would read 160%
+    p = summarize(raw(128 * MB / 12e9 * 1e6 / 0.8), "float32", PEAK, call_s=(900 + 128 * MB / 12e9 * 1e6 / 0.8) / 2e6)
+    pow_row = p["ops"][1] if p["ops"][1]["op"] == "aten::pow" else p["ops"][0]
+    assert pow_row["bytes_frac_peak"] == pytest.approx(0.8) and p["anomalies"] == []
+    assert len(p["notes"]) == 1 and "160% of peak bandwidth on its share" in p["notes"][0] and "80% on its own" in p["notes"][0]
+    assert "note: aten::pow read 160%" in format_profile(p) and "BUG" not in format_profile(p)
+    # the same op impossible on its own profiled time too (250% of 12 GB/s): a bug, as without anchoring
+    fast = 128 * MB / 30e9 * 1e6
+    bug = summarize(raw(fast), "float32", PEAK, call_s=(900 + fast) / 2e6)
+    assert bug["anomalies"] and "aten::pow" in bug["anomalies"][0] and not bug["notes"]
+    assert summarize(raw(fast), "float32", PEAK)["anomalies"]  # not anchored: read on the profiled time alone
+
+
 # --- real jobs -------------------------------------------------------------------------------
 def test_stream_and_fma_rates_are_measured_per_working_set():
     peak = cost.measure_cpu_peak(1)
