@@ -261,6 +261,9 @@ class OutcomeIndex:
     # moves ruled out below some parent by their family's posterior (move -> why): the "exhausted"
     # stop says so
     ruled_out: dict[str, str] = field(default_factory=dict)
+    # False: a move's prior ignores its siblings' measurements (agents.family_posterior: the
+    # ablation the family-waste benchmark runs as "before"); crashes and calibration still count
+    family_posterior: bool = True
 
     @classmethod
     def build(cls, nodes: list[NodeRecord]) -> "OutcomeIndex":
@@ -373,7 +376,7 @@ class OutcomeIndex:
             shrunk = shrink(t.value, self.calibration.get(family))
             if t.value > 0 and shrunk != t.value:
                 t.scale(f"family {family}'s P(accept) calibration", shrunk / t.value)
-        fam = self.families.get(name)
+        fam = self.families.get(name) if self.family_posterior else None
         if fam is not None and fam.obs:
             p_win = fam.p_win(move_id, parent_id)
             mean, _ = fam.predict(move_id, parent_id)

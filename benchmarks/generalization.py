@@ -14,6 +14,7 @@ first regression fall by >= 60%.
     python -m benchmarks.generalization                  # the whole set (~2-3 h on 2 cores)
     python -m benchmarks.generalization --levels 2 --ids 1,2,3   # a subset
     python -m benchmarks.generalization --out benchmarks/results/gen_before   # on the code before
+    python -m benchmarks.generalization --out benchmarks/results/gen_before --no-family-posterior  # or: the mechanism off
     python -m benchmarks.generalization --out benchmarks/results/gen_after --before benchmarks/results/gen_before
 Resumable: results accumulate in --out (default benchmarks/results/generalization_run). Split over
 processes: each its own ``--ids``/``--levels`` and ``--out``, then ``--report-only --merge DIR``.
@@ -90,6 +91,11 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--budget", type=int, default=12)
     ap.add_argument("--time-target-ms", type=float, default=20.0)
     ap.add_argument("--max-cv", type=float, default=0.15)
+    ap.add_argument("--max-wall-s", type=float, default=None,
+                    help="wall-clock budget of each campaign (default: the suite's, 60 s + 75 s an evaluation)")
+    ap.add_argument("--no-family-posterior", action="store_true",
+                    help="run the campaigns with agents.family_posterior false: the 'before' of --before "
+                         "for the family posterior alone (same code, the mechanism switched off)")
     ap.add_argument("--report-only", action="store_true",
                     help="tabulate every finished problem in --out without running anything")
     ap.add_argument("--merge", type=Path, action="append", default=[],
@@ -108,7 +114,8 @@ def main(argv: list[str] | None = None) -> dict:
     else:
         run_suite(SuiteOptions(directory=args.dir, out=args.out, ids=ints(args.ids),
                                levels=ints(args.levels), budget=args.budget,
-                               time_target_ms=args.time_target_ms, max_cv=args.max_cv))
+                               time_target_ms=args.time_target_ms, max_cv=args.max_cv,
+                               max_wall_s=args.max_wall_s, family_posterior=not args.no_family_posterior))
         result = tabulate(args.out)  # with the store's annotations (collapses, family waste)
     summ = result["summary"]
     print(result["table"])

@@ -33,11 +33,11 @@ MAX_EXACT = 16
 class HeuristicOrchestrator(Orchestrator):
     name = "orchestrator-heuristic"
 
-    def __init__(self, policy: Policy, specialist: Specialist, seed: int = 0):
+    def __init__(self, policy: Policy, specialist: Specialist, seed: int = 0, family_posterior: bool = True):
         self.policy = policy
         self.specialist = specialist
         self.seed = seed
-        self.outcomes = OutcomeIndex()
+        self.outcomes = OutcomeIndex(family_posterior=family_posterior)
         self._rise: float | None = None
         self._index: TreeIndex | None = None
 

@@ -30,7 +30,8 @@ def build_agents(spec: CampaignSpec, target: TargetAdapter, skills: list[SkillSp
     specialist = target.heuristic_specialist(skills, spec.agents.seed, store)
     critic = HeuristicCritic(spec.critic.gate_config(spec.agents.seed))
     policy = make_policy(spec.agents.policy, spec.agents.exploration)
-    orchestrator = HeuristicOrchestrator(policy, specialist, seed=spec.agents.seed)
+    orchestrator = HeuristicOrchestrator(policy, specialist, seed=spec.agents.seed,
+                                         family_posterior=spec.agents.family_posterior)
     agents = Agents(orchestrator, specialist, critic)
     from .llm_setup import llm_roles, with_llm_agents
 

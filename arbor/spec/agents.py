@@ -77,6 +77,9 @@ class Agents(_Endpoint):
     policy: Literal["puct", "ucb1", "greedy", "random"] = "puct"
     exploration: float = Field(default=1.0, ge=0)
     proposals_per_step: int = Field(default=1, ge=1, le=16)
+    family_posterior: bool = Field(default=True, description=(
+        "a verdict on one move updates its family's priors (docs/architecture.md#scoring); false is "
+        "the ablation benchmarks/family_waste.py runs as its 'before'"))
     # LLM settings shared by every role whose backend is openai (roles below override them)
     base_url: str | None = Field(default=None, description="OpenAI-compatible endpoint; unset = api.openai.com")
     model: str | None = None

@@ -43,6 +43,7 @@ class SuiteOptions:
     scale: float | None = None
     exclude: list[str] = field(default_factory=list)  # skills or move ids the campaigns leave out
     precision: str = "fp32"  # target.precision of every campaign (KernelBench's fp32 | fp16 | bf16)
+    family_posterior: bool = True  # False: the ablation benchmarks/generalization.py runs as "before"
 
     def fixed_scale(self) -> float | None:
         return self.scale if self.scale is not None else (1.0 if self.device == "cuda" else None)
@@ -69,7 +70,8 @@ def campaign_dict(entry: Entry, scale: float, opts: SuiteOptions) -> dict:
                    "num_threads": 1, "precision": opts.precision},
         "budget": {"max_evaluations": opts.budget, "max_failures_in_row": opts.budget,
                    "max_wall_s": opts.max_wall_s or 60.0 + 75.0 * opts.budget},
-        "agents": {"backend": "heuristic", "seed": opts.seed, "policy": "puct"},
+        "agents": {"backend": "heuristic", "seed": opts.seed, "policy": "puct",
+                   **({} if opts.family_posterior else {"family_posterior": False})},
         "measurement": {"seeds": [0, 1, 2], "warmup_s": 0.2, "time_budget_s": 1.0, "min_repeats": 10},
         "critic": {"max_cv": opts.max_cv, "min_speedup": 1.02},
         "sandbox": {"kind": "local", "timeout_s": 300},

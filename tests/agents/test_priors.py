@@ -45,6 +45,23 @@ def test_a_regressing_compile_variant_rules_out_its_siblings_below_that_parent()
     assert "compile-freezing" in idx.ruled_out  # what the exhausted stop reports
 
 
+def test_with_the_family_posterior_off_a_siblings_regression_moves_no_prior():
+    """agents.family_posterior: false — the ablation benchmarks/generalization.py runs as 'before':
+    the same regression leaves the siblings at their skill priors; a crash below still rules out."""
+    from arbor.spec import CampaignSpec
+
+    idx = OutcomeIndex(family_posterior=False)
+    idx.observe(node(1, None, None))
+    idx.observe(node(2, 1, "compile-default", "rejected", "regression", 0.763))
+    t = idx.trace("compile-freezing", "torch-compile", 0.3, parent_id=1)
+    assert t.value == 0.3 and t.family is None and not idx.ruled_out
+    idx.observe(node(3, 1, "compile-freezing", "failed", "runtime_error", None))
+    assert idx.adjust("compile-freezing", "torch-compile", 0.3, parent_id=1) == 0.0
+    spec = {"name": "x", "target": {"problem": "p.py"}, "agents": {"family_posterior": False}}
+    assert CampaignSpec.model_validate(spec).agents.family_posterior is False
+    assert CampaignSpec.model_validate({**spec, "agents": {}}).agents.family_posterior is True
+
+
 def test_a_member_is_ruled_out_on_the_path_it_failed_on_not_in_another_branch():
     idx = with_root()
     idx.observe(node(2, 1, "graph-algebra-all", "accepted", "improved", 100.0, family="graph-algebra"))

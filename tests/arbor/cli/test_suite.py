@@ -135,6 +135,10 @@ def test_campaigns_run_on_the_suites_device_at_a_fixed_scale_with_skills_left_ou
     assert data["target"]["device"] == "cpu" and data["skills"] == {"exclude": ["torch-compile"]}
     spec = parse_spec(data, str(tmp_path / "c.yaml"), tmp_path)  # a valid campaign
     assert spec.target.size_scale == 0.03125 and spec.skills.exclude == ["torch-compile"]
+    assert "family_posterior" not in data["agents"]  # the default stays out of the stored spec
+    ablation = SuiteOptions(directory=tmp_path, out=tmp_path / "o", family_posterior=False)
+    off = parse_spec(campaign_dict(entry, 1.0, ablation), str(tmp_path / "c.yaml"), tmp_path)
+    assert off.agents.family_posterior is False
 
 
 def test_wins_from_an_algebraic_collapse_are_marked_and_left_out_of_the_second_geomeans():
