@@ -60,6 +60,14 @@ def test_with_the_family_posterior_off_a_siblings_regression_moves_no_prior():
     spec = {"name": "x", "target": {"problem": "p.py"}, "agents": {"family_posterior": False}}
     assert CampaignSpec.model_validate(spec).agents.family_posterior is False
     assert CampaignSpec.model_validate({**spec, "agents": {}}).agents.family_posterior is True
+    from arbor.campaign.agent_setup import build_agents
+
+    class _Target:  # the orchestrator is what the setting reaches; any specialist will do
+        def heuristic_specialist(self, skills, seed, store):
+            return HeuristicSpecialist(skills, seed=seed)
+
+    built = build_agents(CampaignSpec.model_validate(spec), _Target(), [])
+    assert built.orchestrator.outcome_index().family_posterior is False
 
 
 def test_a_member_is_ruled_out_on_the_path_it_failed_on_not_in_another_branch():
