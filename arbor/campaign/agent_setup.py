@@ -13,6 +13,8 @@ from arbor.search_tree.policies import make_policy
 from arbor.spec import CampaignSpec
 from arbor.targets import TargetAdapter
 
+from .llm_setup import llm_roles, with_llm_agents
+
 
 @dataclass
 class Agents:
@@ -33,8 +35,7 @@ def build_agents(spec: CampaignSpec, target: TargetAdapter, skills: list[SkillSp
     orchestrator = HeuristicOrchestrator(policy, specialist, seed=spec.agents.seed,
                                          family_posterior=spec.agents.family_posterior)
     agents = Agents(orchestrator, specialist, critic)
-    from .llm_setup import llm_roles, with_llm_agents
-
     if llm_roles(spec):
-        agents = Agents(*with_llm_agents(spec, target, skills, agents, policy, store, campaign_id))
+        agents = Agents(*with_llm_agents(spec, target, skills, (orchestrator, specialist, critic), policy, store,
+                                         campaign_id))
     return agents

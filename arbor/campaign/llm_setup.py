@@ -23,7 +23,7 @@ from arbor.spec import LLM_ROLES, CampaignSpec, SpecError
 if TYPE_CHECKING:  # the openai SDK is only imported by campaigns that use it
     from arbor.agents.llm import LLMRuntime, RoleConfig
 
-    from .agent_setup import Agents
+    from arbor.targets import TargetAdapter
     from arbor.agents.specialists.serving_llm import Knob
 
 
@@ -61,10 +61,12 @@ def target_summary(spec: CampaignSpec, target: TargetAdapter) -> str:
     return "; ".join([*target.brief(), f"objective: {spec.objective.direction} {spec.objective.metric}"])
 
 
-def with_llm_agents(spec: CampaignSpec, target: TargetAdapter, skills: list[SkillSpec], agents: "Agents",
+def with_llm_agents(spec: CampaignSpec, target: TargetAdapter, skills: list[SkillSpec],
+                    heuristic: tuple[Orchestrator, Specialist, Critic],
                     policy: Policy, store=None, campaign_id: int | None = None
                     ) -> tuple[Orchestrator, Specialist, Critic, "LLMRuntime"]:
-    """Replace the roles whose backend is openai; returns (orchestrator, specialist, critic, runtime)."""
+    """Replace the roles whose backend is openai among the ``heuristic`` ones; returns
+    (orchestrator, specialist, critic, runtime)."""
     from arbor.agents.llm import BudgetConfig, LLMRuntime
     from arbor.agents.critic.narrator import LLMCritic
     from arbor.agents.orchestrator.llm import LLMOrchestrator
@@ -77,7 +79,7 @@ def with_llm_agents(spec: CampaignSpec, target: TargetAdapter, skills: list[Skil
     if store is not None and campaign_id is not None:
         runtime.bind(store, campaign_id)
     summary = target_summary(spec, target)
-    orchestrator, specialist, critic = agents.orchestrator, agents.specialist, agents.critic
+    orchestrator, specialist, critic = heuristic
     if "specialist" in roles:
         cfg = role_config(spec, "specialist")
         specialist = target.llm_specialist(runtime, skills, summary, spec.agents.max_children)
