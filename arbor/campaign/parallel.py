@@ -34,6 +34,7 @@ from arbor.sandbox.runner import Runner, make_runner
 from . import compile_times, timing
 from .context import Context
 from .profiling import profiling_on
+from .purposes import next_purpose, reference_drifted
 from .sandbox_setup import runner_options
 
 SPECULATE = True  # expand a new best while its confirmation runs (see Parallel.judged)
@@ -320,21 +321,17 @@ class Parallel:
         return sum(1 for f in self.flights.values() if f.primary)
 
     def submit(self, node_id: int) -> None:
-        from .steps import _next_purpose
-
-        from .steps import _reference_drifted
-
         ctx = self.ctx
         node = ctx.store.get_node(node_id)
         attempt = len(ctx.store.measurements(node_id)) + 1
-        purpose = _next_purpose(ctx, node_id)
+        purpose = next_purpose(ctx, node_id)
         ctx.store.start_running(node_id, ctx.owner)
         if node_id in self._recorded_at:  # judged, now measured again: the loop's share of a chain
             self.gaps.append(time.monotonic() - self._recorded_at.pop(node_id))
         task = measure_task(ctx, ctx.source(node.artifact_sha))
         reprobe = None
         root_id = ctx.campaign.root_node_id
-        if purpose == "remeasure" and root_id is not None and _reference_drifted(ctx.store.verdicts(node_id)[-1]):
+        if purpose == "remeasure" and root_id is not None and reference_drifted(ctx.store.verdicts(node_id)[-1]):
             # its reference ran slow or fast: the baseline is measured again so the Critic compares
             # with the machine as it is now — beside it on another free worker (one round, not
             # two; the candidate is judged once both landed), else first on the same worker, as

@@ -21,9 +21,11 @@ from arbor.search_tree.store import CampaignBusy, DuplicateArtifact
 
 from . import compile_times, knowledge, speed_of_light, store_retry, timing
 from .context import Context
+from .parallel import measure as measure_parallel
 from .profiling import record_profile
+from .purposes import next_purpose, reference_drifted
 from .stopping import llm_stop_reason, stop_reason
-from .verify import verify_ahead
+from .verify import run_final_verification, verify_ahead
 
 
 class LoopState(TypedDict, total=False):
@@ -144,25 +146,16 @@ def guard(ctx: Context, state: LoopState) -> LoopState:
 
 
 # --- measure ---------------------------------------------------------------------------
-def _next_purpose(ctx: Context, nid: int) -> str:
-    verdicts = ctx.store.verdicts(nid)
-    if verdicts and verdicts[-1].decision == "remeasure":
-        return verdicts[-1].diagnosis if verdicts[-1].diagnosis in ("confirm", "tiebreak") else "remeasure"
-    return "primary"
-
-
 def measure(ctx: Context, state: LoopState) -> LoopState:
     if ctx.parallel is not None:  # several workers: submit, and wait only when none is free
-        from .parallel import measure as measure_parallel
-
         return measure_parallel(ctx, state)
     for nid in state.get("node_ids", []):
         node = ctx.store.get_node(nid)
         if node.state != "queued":
             continue
         attempt = len(ctx.store.measurements(nid)) + 1
-        purpose = _next_purpose(ctx, nid)
-        if purpose == "remeasure" and _reference_drifted(ctx.store.verdicts(nid)[-1]):
+        purpose = next_purpose(ctx, nid)
+        if purpose == "remeasure" and reference_drifted(ctx.store.verdicts(nid)[-1]):
             reprobe_reference(ctx)
         ctx.store.start_running(nid, ctx.owner)
         spilled = store_retry.take_spilled(ctx.spec.runs_dir(), nid, attempt)  # a store refused it
@@ -177,15 +170,6 @@ def measure(ctx: Context, state: LoopState) -> LoopState:
         if attempt == 1 and node.parent_id is not None:
             ctx.count_evaluation()
     return {}
-
-
-def _reference_drifted(verdict) -> bool:  # type: ignore[no-untyped-def]
-    """The Critic asked to measure the reference alone before this re-measurement: its
-    ``reference`` gate (not the clock/fingerprint one), or an ``unstable`` verdict whose reference
-    also ran slow (the gate log entry says ``reprobe``)."""
-    gates = [g for g in verdict.gates or [] if g.get("passed") is False]
-    return any(g.get("reprobe") for g in gates) or (
-        verdict.diagnosis == "env_drift" and any(g.get("gate") == "reference" for g in gates))
 
 
 def reprobe_reference(ctx: Context) -> None:
@@ -364,8 +348,6 @@ def update(ctx: Context, state: LoopState) -> LoopState:
 
 # --- finalize --------------------------------------------------------------------------
 def finalize(ctx: Context, state: LoopState) -> LoopState:
-    from .verify import run_final_verification
-
     knowledge.after_campaign(ctx, run_final_verification(ctx))
     ctx.flush_elapsed()
     return {}

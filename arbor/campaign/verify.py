@@ -24,8 +24,9 @@ from dataclasses import asdict, dataclass, field
 from arbor.agents.critic.env_gate import drift_tolerance, reference_drift
 from arbor.search_tree.records import MeasurementRecord, NodeRecord
 
-from . import compile_times
+from . import compile_times, timing
 from .context import Context
+from .parallel import VERIFY_AHEAD, verify_measure
 
 MAX_VERIFIED = 3  # the best and at most two contenders
 SHORTLIST = 20  # contenders are looked for among the best accepted nodes by value
@@ -104,8 +105,6 @@ def verify_ahead(ctx: Context) -> int:
     par = ctx.parallel
     wanted = ctx.spec.critic.final_measurements
     best = ctx.index.best()
-    from .parallel import VERIFY_AHEAD
-
     if par is None or not VERIFY_AHEAD or wanted < 2 or not ctx.target.verify_best or best is None or best.parent_id is None:
         return 0
     have = sum(1 for m in ctx.store.measurements(best.id) if m.status == "ok") + par.finals_in_flight(best.id)
@@ -119,14 +118,10 @@ def _final_results(ctx: Context, node: NodeRecord, attempt: int, missing: int) -
     """The next final measurement — or, with several workers, all ``missing`` ones at once, each on
     its own worker (attempt numbers are reserved in order, so a resumed run never reuses one)."""
     if ctx.parallel is not None and missing > 1:
-        from .parallel import verify_measure
-
         jobs = [(node.id, attempt + i) for i in range(missing)]
         got = verify_measure(ctx, jobs)
         return [got[j] for j in jobs if j in got]
     if ctx.parallel is not None:  # verify_measure reports it
-        from .parallel import verify_measure
-
         return list(verify_measure(ctx, [(node.id, attempt)]).values())
     ctx.report("measuring", {"node": node, "attempt": attempt, "purpose": "final", "phase": "verify"})
     return [ctx.target.measure(ctx.runner, ctx.source(node.artifact_sha))]
@@ -183,8 +178,6 @@ def run_final_verification(ctx: Context) -> dict | None:
 
 
 def _time_for(ctx: Context, node: NodeRecord, wanted: int) -> bool:
-    from . import timing
-
     have = len([m for m in ctx.store.measurements(node.id) if m.status == "ok"])
     need = max(0, wanted - have) * timing.expected(ctx)["measurement_s"]
     return need <= timing.time_left(ctx)
