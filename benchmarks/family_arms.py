@@ -57,8 +57,8 @@ def _fixed_factors_class():
     class FixedFactors(OutcomeIndex):
         WIN, MOVE_REGRESSION, FAMILY_REGRESSION, MAX_WINS = 1.5, 0.5, 0.7, 2
 
-        def __init__(self) -> None:
-            super().__init__()
+        def __init__(self, **kw) -> None:  # type: ignore[no-untyped-def]
+            super().__init__(**kw)
             self.wins: Counter = Counter()
             self.move_reg: Counter = Counter()
             self.fam_reg: Counter = Counter()

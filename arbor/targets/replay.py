@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 import time
 from collections import Counter
+from dataclasses import replace
 from functools import cached_property, partial
 
 from arbor.agents.contracts import Judgement
@@ -175,6 +176,15 @@ class ReplayAdapter(TargetAdapter):
         return sorted(n for n, v in point.knobs.items() if v != base.get(n) and changes_outputs(n, None))
 
     def judge(self, critic, ev: Evidence, m: MeasurementRecord) -> Judgement:
+        """The gates on the replayed samples. A *recorded* landscape's candidates were configs of a
+        problem written here, measured one at a time over an hour or more: no candidate ever ran
+        code that could slow its reference, and a replayed probe of the baseline is a run recorded
+        at another time than the candidate's. Comparing the two measures the recording's drift, not
+        the candidate, so the probe is not handed to the Critic (left in, one recorded Softmax run in
+        five at 4-8 workers rejected the optimum as ``hack_suspected``). Hand-written landscapes
+        (no ``recorded``) keep it: that is how the tests stage a reference taxed by its candidate."""
+        if self.landscape.recorded and ev.reference_probe_s is not None:
+            ev = replace(ev, reference_probe_s=None)
         return critic.judge(ev, m.baseline_samples or [], m.candidate_samples or [])
 
     def static_check(self, critic, source: str) -> Judgement | None:

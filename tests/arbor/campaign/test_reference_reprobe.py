@@ -76,6 +76,18 @@ def test_a_candidate_that_slows_its_own_reference_is_named_a_hack(tmp_path):
     assert (summary.speedup or 1.0) == 1.0
 
 
+def test_a_recorded_landscape_never_names_its_candidates_a_hack(tmp_path):
+    """The same runs in a *recorded* landscape (configs measured one at a time, no candidate code
+    in any process): a replayed probe is a run from another time, so the slow reference is the
+    recording's drift, judged as ``env_drift`` — never ``hack_suspected`` (a recorded Softmax
+    optimum was rejected that way in one run in five at 4-8 workers)."""
+    ls = _landscape(tmp_path, [_run(1.0, 1.0)] * 2)
+    ls = Landscape.model_validate({**ls.model_dump(mode="json"), "recorded": {"machine": {"host": "vm"}}})
+    summary, cand, root_purposes, reprobes = _campaign(tmp_path, ls)
+    assert "reference" in root_purposes and reprobes  # the probe is still taken, and still reported
+    assert cand.state == "rejected" and cand.diagnosis == "env_drift", (cand.diagnosis, cand.reason)
+
+
 def _taxed(n: int = 12) -> dict:
     """A reference slowed by a tax that varies from round to round (1.3-2.3 s), a steady candidate:
     the paired ratios scatter (``unstable``) and the reference is slow."""
