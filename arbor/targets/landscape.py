@@ -78,6 +78,11 @@ class Point(Strict):
         return math.exp(median([math.log(x) for x in ratios]))
 
     @property
+    def max_reference_s(self) -> float | None:
+        """Above this reference time a run is one the landscape itself distrusts (``_trusted_runs``)."""
+        return self._max_reference_s
+
+    @property
     def median_s(self) -> float | None:
         xs = [x for r in self.runs for x in r.c]
         return median(xs) if xs else None

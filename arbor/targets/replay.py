@@ -22,6 +22,7 @@ from arbor.agents.skills import MoveSpec, SkillSpec
 from arbor.agents.specialists.kernel_heuristic import HeuristicKernelSpecialist
 from arbor.agents.transforms.knobs import canonical_config, parse_config
 from arbor.targets.landscape import Landscape, LandscapeError, Point, load_landscape
+from arbor.targets.landscape import median as _median
 from arbor.targets.numerics_knobs import changes_outputs
 from arbor.sandbox.runner import Runner
 from arbor.search_tree.records import MeasurementRecord
@@ -176,15 +177,25 @@ class ReplayAdapter(TargetAdapter):
         return sorted(n for n, v in point.knobs.items() if v != base.get(n) and changes_outputs(n, None))
 
     def judge(self, critic, ev: Evidence, m: MeasurementRecord) -> Judgement:
-        """The gates on the replayed samples. A *recorded* landscape's candidates were configs of a
-        problem written here, measured one at a time over an hour or more: no candidate ever ran
-        code that could slow its reference, and a replayed probe of the baseline is a run recorded
-        at another time than the candidate's. Comparing the two measures the recording's drift, not
-        the candidate, so the probe is not handed to the Critic (left in, one recorded Softmax run in
-        five at 4-8 workers rejected the optimum as ``hack_suspected``). Hand-written landscapes
-        (no ``recorded``) keep it: that is how the tests stage a reference taxed by its candidate."""
-        if self.landscape.recorded and ev.reference_probe_s is not None:
-            ev = replace(ev, reference_probe_s=None)
+        """The gates on the replayed samples. A *recorded* landscape's points were measured one
+        after another over an hour or more, each run paired (reference and config in the same
+        rounds), with the machine drifting between them: a point's runs may have a reference 20-30%
+        slower than the baseline point's. Live, the Critic tells machine drift from a candidate
+        that slows its own reference by measuring the baseline again beside it; a replay cannot —
+        its probe is the baseline point's runs, recorded at another time. So for a recorded
+        landscape the reference evidence (the baseline's reference time and the probe) is not
+        handed to the Critic, and a replayed run is judged on its paired ratio, as a live one is
+        once the probe shows the machine slowed — unless its reference lies beyond what the
+        landscape itself trusts (``Point.max_reference_s``), where the Critic sees it as it would
+        live. Left in, the recorded Softmax optimum (runs at +19-25%, tolerance 18%) was rejected
+        as ``env_drift``, or as ``hack_suspected`` beside a fast probe, in one campaign in five at
+        4-8 workers. Hand-written landscapes (no ``recorded``) keep both: that is how the tests
+        stage a machine that slowed and a reference taxed by its candidate."""
+        if self.landscape.recorded and ev.baseline_reference_s is not None:
+            limit = next((p.max_reference_s for p in self.landscape.points), None)
+            ref = _median(m.baseline_samples or [])
+            ev = replace(ev, reference_probe_s=None,
+                         baseline_reference_s=ev.baseline_reference_s if ref and limit and ref > limit else None)
         return critic.judge(ev, m.baseline_samples or [], m.candidate_samples or [])
 
     def static_check(self, critic, source: str) -> Judgement | None:
