@@ -37,14 +37,18 @@ GOALS = {"geomean_vs_eager": 1.3, "geomean_vs_best_of": 1.1, "geomean_vs_best_of
 
 
 def annotate(rows: list[dict], folder: Path) -> list[dict]:
-    """Rows of one result folder, with what its store says: the collapse marks of rows that lack
-    them (an older run) and each problem's evaluations after a family's first regression."""
+    """Rows of one result folder, with what its store says: the collapse marks and the reference's
+    speed-of-light position of rows that lack them (an older run) and each problem's evaluations
+    after a family's first regression."""
     from arbor.suite.collapse import mark, suite_store_url
 
     from benchmarks.family_waste import suite_waste
 
+    from arbor.suite.headroom import fill
+
     url = suite_store_url(folder)
     mark(rows, url)
+    fill(rows, url)
     if url:
         waste = suite_waste(url, rows)
         for r in rows:

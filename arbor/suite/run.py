@@ -22,6 +22,7 @@ from ..spec import parse_spec
 from .calibrate import CalibrationError, calibrate
 from .compare import compare
 from .discover import Entry, discover
+from .headroom import fill
 from .page import write_page
 from .table import markdown, summary
 
@@ -124,6 +125,7 @@ def run_one(entry: Entry, opts: SuiteOptions, calib: dict, say: Callable[[str], 
                best_node=summ.best_node, verified=bool(summ.verified), counts=summ.counts,
                campaign_s=round(time.monotonic() - t0, 1))
     row["collapse"] = _collapse_marks(spec, summ.best_node) if summ.verified else []
+    fill([row], spec.store_url())  # how far the reference is from its speed of light
     best_source = Path(summ.best_path).read_text() if summ.best_path and summ.verified else None
     cmp = compare(spec, best_source)
     row.update({k: cmp.get(k) for k in ("eager", "compile", "best", "eager_ms")}, compare_errors=cmp["errors"])

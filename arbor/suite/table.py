@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import math
 
+from .headroom import cell as sol_cell
+
 FAST_P = (1.0, 1.1, 1.2, 1.5, 2.0)
 
 
@@ -87,18 +89,18 @@ def _without_line(summ: dict) -> str:
 
 def markdown(rows: list[dict], summ: dict) -> str:
     lines = ["| problem | level | precision | scale | eager ms | verified win | vs eager | compile vs eager "
-             "| vs compile | vs best-of | collapse |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| vs compile | vs best-of | collapse | reference vs speed of light |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         mode = r.get("precision") or "fp32"
         if "error" in r:
-            lines.append(f"| {r['key']} | {r.get('level') or '-'} | {mode} | - | - | error | - | - | - | - | - |")
+            lines.append(f"| {r['key']} | {r.get('level') or '-'} | {mode} | - | - | error | - | - | - | - | - | - |")
             continue
         m = row_metrics(r)
         lines.append(f"| {r['key']} | {r.get('level') or '-'} | {mode} | {r.get('scale', '-')} | "
                      f"{_f(r.get('eager_ms'), 1)} | "
                      f"{'yes' if m['correct'] else 'no'} | {_f(m['speedup_eager'])} | {_f(r.get('compile'))} | "
-                     f"{_f(m['speedup_compile'])} | {_f(m['speedup_best_of'])} | {_collapse_cell(r, m)} |")
+                     f"{_f(m['speedup_compile'])} | {_f(m['speedup_best_of'])} | {_collapse_cell(r, m)} | {sol_cell(r)} |")
     fast = ", ".join(f"fast_{p:g} {summ[f'fast_{p:g}']:.0%}" for p in FAST_P)
     lines += ["", f"precision {summ.get('precision') or precisions(rows)}: "
                   f"geomean vs eager {_f(summ['geomean_vs_eager'])}x, vs compile {_f(summ['geomean_vs_compile'])}x, "

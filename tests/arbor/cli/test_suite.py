@@ -113,6 +113,9 @@ def test_suite_runs_a_directory_and_resumes(tmp_path: Path):
     assert "geomean vs eager" in first.stdout and (out / "suite_report.html").is_file()
     rows = json.loads((out / "suite_results.json").read_text())["rows"]
     assert rows[0]["key"] == "l2_01_gemm_sum" and rows[0]["compile"] is not None
+    sol = rows[0]["speed_of_light"]  # a row at 1.000x still says how far its reference is from it
+    assert 0 < sol["fraction"] <= 1.0 and sol["bound"] in ("memory", "compute") and sol["note"] is None
+    assert f"| {sol['fraction']:.0%} {sol['bound']} |" in (out / "suite_table.md").read_text()
     again = arbor(*args, timeout=300)  # finished problems are not run again
     assert again.returncode == 0 and "l2_01_gemm_sum: scale" not in again.stdout
 
@@ -155,6 +158,7 @@ def test_wins_from_an_algebraic_collapse_are_marked_and_left_out_of_the_second_g
     assert s["geomean_vs_eager_no_collapse"] == pytest.approx(1.5 ** (1 / 3))
     md = markdown(rows, s)
     assert "| collapse |" in md and "| graph-algebra-all |" in md
+    assert "| reference vs speed of light |" in md and md.count("| - |\n") == 4  # no position known: '-'
     assert "without the 1 win(s) from an algebraic collapse" in md
     unknown = summary([{"key": "x", "verified": True, "best": 2.0, "compile": 1.0}])
     assert unknown["collapse_unknown"] == 1 and "not known" in markdown([{"key": "x", "verified": True, "best": 2.0,
@@ -189,3 +193,11 @@ def test_collapse_is_read_from_the_winning_path(tmp_path: Path):
                  {"key": "c", "verified": True, "best_node": fused, "collapse": ["kept"]}],
                 f"sqlite:///{tmp_path / 's.db'}")
     assert [r["collapse"] for r in rows] == [["graph-algebra-all"], [], ["kept"]]
+
+
+def test_the_speed_of_light_cell_says_how_far_the_reference_is_or_that_the_reading_is_a_bug():
+    from arbor.suite.headroom import cell
+
+    assert cell({"speed_of_light": {"fraction": 0.374, "bound": "memory", "note": None}}) == "37% memory"
+    assert cell({"speed_of_light": {"fraction": None, "bound": "memory", "note": "BUG: 140% of ..."}}) == "bug"
+    assert cell({"speed_of_light": None}) == cell({}) == "-"

@@ -1,0 +1,53 @@
+"""How far each suite problem's reference is from its speed of light, for the suite table: a row
+that ends at 1.000x then says whether the problem had headroom the search missed (a reference at
+10% of its memory bound) or none to find (a reference at 95%). Read from the suite's store: the
+baseline's own measurement carries the cost and the peaks (arbor/campaign/speed_of_light.py)."""
+
+from __future__ import annotations
+
+
+def reference_headroom(store, campaign: str) -> dict | None:  # type: ignore[no-untyped-def]
+    """{"fraction", "bound", "note"} of ``campaign``'s reference; None when the store has no
+    position for it (no cost, no peak, no such campaign)."""
+    from arbor.campaign.speed_of_light import reference_position
+
+    try:
+        camp = store.get_campaign(campaign)
+    except Exception:  # noqa: BLE001 - a row from another store
+        return None
+    if camp is None or camp.root_node_id is None:
+        return None
+    pos = reference_position(store, camp.root_node_id)
+    if pos is None or pos.reference_s is None:
+        return None
+    shown, note = pos.reading(pos.reference_s)
+    return {"fraction": shown, "bound": pos.bound, "note": note}
+
+
+def fill(rows: list[dict], store_url: str | None) -> list[dict]:
+    """Fill ``row["speed_of_light"]`` in rows that lack it (an older run) from the suite's store."""
+    todo = [r for r in rows if "speed_of_light" not in r and "error" not in r and r.get("campaign")]
+    if not todo or not store_url:
+        return rows
+    from arbor.search_tree import open_store
+
+    try:
+        store = open_store(store_url, read_only=True)
+    except Exception:  # noqa: BLE001 - no store: the cells stay empty
+        return rows
+    try:
+        for r in todo:
+            r["speed_of_light"] = reference_headroom(store, r["campaign"])
+    finally:
+        store.close()
+    return rows
+
+
+def cell(row: dict) -> str:
+    """'37% memory' (the reference's fraction of its speed of light and the bound); 'bug' when the
+    reading is impossible; '-' when unknown."""
+    sol = row.get("speed_of_light") or {}
+    if (sol.get("note") or "").startswith("BUG"):
+        return "bug"
+    frac = sol.get("fraction")
+    return f"{frac:.0%} {sol.get('bound') or ''}".strip() if isinstance(frac, (int, float)) else "-"
