@@ -185,6 +185,13 @@ def test_collapse_is_read_from_the_winning_path(tmp_path: Path):
     groot = add(gelu)
     fused = add(gelu + "\n# fused\n", groot, "graph-algebra-all", "graph-algebra")  # activations only
     direct = add(gelu + "\n# diag\n", groot, "graph-diag-matmul", "graph-algebra")
+    # a scaling between the GEMM and the sum: the collapse needs the affine fold first (l2_05)
+    scaled = to_modelnew(PROBLEM.replace("return torch.sum(self.linear(x), dim=1, keepdim=True)",
+                                         "y = self.linear(x) / 2\n        return torch.sum(y, dim=1, keepdim=True)"))
+    assert scaled != gemm_sum
+    sroot = add(scaled)
+    sfolded = add(scaled + "\n# folded\n", sroot, "graph-algebra-all", "graph-algebra")
+    assert collapse_moves(store, sfolded) == ["graph-algebra-all"]
     assert collapse_moves(store, compiled) == ["graph-algebra-all"]  # inherited from its parent
     assert collapse_moves(store, fused) == [] and collapse_moves(store, root) == []
     assert collapse_moves(store, direct) == ["graph-diag-matmul"]
