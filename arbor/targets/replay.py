@@ -193,7 +193,7 @@ class ReplayAdapter(TargetAdapter):
         stage a machine that slowed and a reference taxed by its candidate."""
         if self.landscape.recorded and ev.baseline_reference_s is not None:
             limit = next((p.max_reference_s for p in self.landscape.points), None)
-            ref = _median(m.baseline_samples or [])
+            ref = _median(m.baseline_samples) if m.baseline_samples else None  # a failed point has none
             ev = replace(ev, reference_probe_s=None,
                          baseline_reference_s=ev.baseline_reference_s if ref and limit and ref > limit else None)
         return critic.judge(ev, m.baseline_samples or [], m.candidate_samples or [])

@@ -102,6 +102,15 @@ def test_a_recorded_run_the_landscape_distrusts_still_meets_the_reference_gate(t
     assert cand.state == "rejected" and cand.diagnosis == "env_drift", (cand.diagnosis, cand.reason)
 
 
+def test_a_recorded_point_that_failed_is_judged_a_failure(tmp_path):
+    """A recorded config that crashed has no samples: it fails as recorded (no reference to read)."""
+    ls = _landscape(tmp_path, [_run(1.0, 1.0)] * 2).model_dump(mode="json")
+    ls["points"][1] = {"knobs": {"K": "B"}, "status": "error", "error_class": "runtime_error", "error_text": "boom"}
+    summary, cand, root_purposes, reprobes = _campaign(
+        tmp_path, Landscape.model_validate({**ls, "recorded": {"machine": {"host": "vm"}}}))
+    assert cand.state == "failed" and cand.diagnosis == "runtime_error"
+
+
 def _taxed(n: int = 12) -> dict:
     """A reference slowed by a tax that varies from round to round (1.3-2.3 s), a steady candidate:
     the paired ratios scatter (``unstable``) and the reference is slow."""
