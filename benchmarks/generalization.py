@@ -41,10 +41,9 @@ def annotate(rows: list[dict], folder: Path) -> list[dict]:
     speed-of-light position of rows that lack them (an older run) and each problem's evaluations
     after a family's first regression."""
     from arbor.suite.collapse import mark, suite_store_url
+    from arbor.suite.headroom import fill
 
     from benchmarks.family_waste import suite_waste
-
-    from arbor.suite.headroom import fill
 
     url = suite_store_url(folder)
     mark(rows, url)

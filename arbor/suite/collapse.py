@@ -13,7 +13,9 @@ parent's source (it also runs the non-collapsing passes: affine folds, transpose
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 ALGEBRA_FAMILY = "graph-algebra"
 COLLAPSE_PASSES = ["linear_reduction", "size1", "diag"]
@@ -63,6 +65,25 @@ def collapse_moves(store, node_id: int | None) -> list[str]:  # type: ignore[no-
     return out
 
 
+@contextmanager
+def open_suite_store(store_url: str | None) -> Iterator[object | None]:
+    """The suite's store opened read only, or None when there is none or it cannot be opened
+    (what it would have said stays unknown); closed after."""
+    store = None
+    if store_url:
+        from arbor.search_tree import open_store
+
+        try:
+            store = open_store(store_url, read_only=True)
+        except Exception:  # noqa: BLE001 - no store: the caller's annotations stay unknown
+            store = None
+    try:
+        yield store
+    finally:
+        if store is not None:
+            store.close()  # type: ignore[attr-defined]
+
+
 def mark(rows: list[dict], store_url: str | None = None) -> list[dict]:
     """Fill ``row["collapse"]`` (the collapse moves of its verified win's path, [] for none) in
     rows that lack it, from the suite's store (rows of an older run); rows without a verified win
@@ -70,15 +91,7 @@ def mark(rows: list[dict], store_url: str | None = None) -> list[dict]:
     todo = [r for r in rows if "collapse" not in r and "error" not in r]
     if not todo:
         return rows
-    store = None
-    if store_url:
-        from arbor.search_tree import open_store
-
-        try:
-            store = open_store(store_url, read_only=True)
-        except Exception:  # noqa: BLE001 - no store: the marks stay unknown (None)
-            store = None
-    try:
+    with open_suite_store(store_url) as store:
         for r in todo:
             if not r.get("verified") or r.get("best_node") is None:
                 r["collapse"] = []
@@ -89,9 +102,6 @@ def mark(rows: list[dict], store_url: str | None = None) -> list[dict]:
                     r["collapse"] = None
             else:
                 r["collapse"] = None
-    finally:
-        if store is not None:
-            store.close()
     return rows
 
 

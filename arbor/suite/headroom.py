@@ -5,6 +5,8 @@ baseline's own measurement carries the cost and the peaks (arbor/campaign/speed_
 
 from __future__ import annotations
 
+from .collapse import open_suite_store
+
 
 def reference_headroom(store, campaign: str) -> dict | None:  # type: ignore[no-untyped-def]
     """{"fraction", "bound", "note"} of ``campaign``'s reference; None when the store has no
@@ -27,19 +29,12 @@ def reference_headroom(store, campaign: str) -> dict | None:  # type: ignore[no-
 def fill(rows: list[dict], store_url: str | None) -> list[dict]:
     """Fill ``row["speed_of_light"]`` in rows that lack it (an older run) from the suite's store."""
     todo = [r for r in rows if "speed_of_light" not in r and "error" not in r and r.get("campaign")]
-    if not todo or not store_url:
+    if not todo:
         return rows
-    from arbor.search_tree import open_store
-
-    try:
-        store = open_store(store_url, read_only=True)
-    except Exception:  # noqa: BLE001 - no store: the cells stay empty
-        return rows
-    try:
-        for r in todo:
-            r["speed_of_light"] = reference_headroom(store, r["campaign"])
-    finally:
-        store.close()
+    with open_suite_store(store_url) as store:
+        if store is not None:  # no store: the cells stay empty
+            for r in todo:
+                r["speed_of_light"] = reference_headroom(store, r["campaign"])
     return rows
 
 

@@ -22,7 +22,8 @@ from ..spec import parse_spec
 from .calibrate import CalibrationError, calibrate
 from .compare import compare
 from .discover import Entry, discover
-from .headroom import fill
+from .collapse import collapse_moves, open_suite_store
+from .headroom import reference_headroom
 from .page import write_page
 from .table import markdown, summary
 
@@ -124,8 +125,7 @@ def run_one(entry: Entry, opts: SuiteOptions, calib: dict, say: Callable[[str], 
     row.update(campaign=spec.name, stop_reason=summ.stop_reason, campaign_speedup=summ.speedup,
                best_node=summ.best_node, verified=bool(summ.verified), counts=summ.counts,
                campaign_s=round(time.monotonic() - t0, 1))
-    row["collapse"] = _collapse_marks(spec, summ.best_node) if summ.verified else []
-    fill([row], spec.store_url())  # how far the reference is from its speed of light
+    _annotate(row, spec)
     best_source = Path(summ.best_path).read_text() if summ.best_path and summ.verified else None
     cmp = compare(spec, best_source)
     row.update({k: cmp.get(k) for k in ("eager", "compile", "best", "eager_ms")}, compare_errors=cmp["errors"])
@@ -135,20 +135,15 @@ def run_one(entry: Entry, opts: SuiteOptions, calib: dict, say: Callable[[str], 
     return row
 
 
-def _collapse_marks(spec, node_id: int | None) -> list[str] | None:  # type: ignore[no-untyped-def]
-    """The verified best's collapse moves (collapse.py); None when the store cannot say."""
-    from arbor.search_tree import open_store
-
-    from .collapse import collapse_moves
-
-    try:
-        store = open_store(spec.store_url(), read_only=True)
-    except Exception:  # noqa: BLE001 - the row is kept, its mark unknown
-        return None
-    try:
-        return collapse_moves(store, node_id)
-    finally:
-        store.close()
+def _annotate(row: dict, spec) -> None:  # type: ignore[no-untyped-def]
+    """From the suite's store, opened once: the verified win's collapse moves (None when the store
+    cannot say) and how far the reference is from its speed of light."""
+    with open_suite_store(spec.store_url()) as store:
+        if not row["verified"]:
+            row["collapse"] = []
+        else:
+            row["collapse"] = collapse_moves(store, row["best_node"]) if store is not None else None
+        row["speed_of_light"] = reference_headroom(store, spec.name) if store is not None else None
 
 
 def run_suite(opts: SuiteOptions, say: Callable[[str], None] = print) -> dict:

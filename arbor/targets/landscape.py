@@ -78,11 +78,6 @@ class Point(Strict):
         return math.exp(median([math.log(x) for x in ratios]))
 
     @property
-    def max_reference_s(self) -> float | None:
-        """Above this reference time a run is one the landscape itself distrusts (``_trusted_runs``)."""
-        return self._max_reference_s
-
-    @property
     def median_s(self) -> float | None:
         xs = [x for r in self.runs for x in r.c]
         return median(xs) if xs else None
@@ -110,6 +105,8 @@ class Landscape(Strict):
     points: list[Point] = Field(default_factory=list)
     recorded: dict = Field(default_factory=dict, description="machine, settings, date, duration")
     campaign: dict = Field(default_factory=dict, description="the recorded campaign's measurement/critic settings")
+    # above this reference time a run is one the landscape itself distrusts (``_trusted_runs``)
+    _trusted_reference_s: float | None = PrivateAttr(default=None)
 
     @model_validator(mode="after")
     def _trusted_runs(self):
@@ -119,7 +116,7 @@ class Landscape(Strict):
         refs = [median(r.b) for p in self.points for r in p.runs if r.b]
         drift = float((self.campaign.get("critic") or {}).get("reference_drift", 0.5) or 0.0)
         if refs and drift > 0:
-            limit = median(refs) * (1 + drift)
+            self._trusted_reference_s = limit = median(refs) * (1 + drift)
             for p in self.points:
                 p._max_reference_s = limit
         return self
@@ -151,6 +148,10 @@ class Landscape(Strict):
             return None
         idx = tuple(k.index(config[k.name]) for k in self.knobs)
         return None if any(i is None for i in idx) else idx  # type: ignore[return-value]
+
+    @property
+    def trusted_reference_s(self) -> float | None:
+        return self._trusted_reference_s
 
     @cached_property
     def _by_key(self) -> dict[tuple[int, ...], Point]:

@@ -186,13 +186,13 @@ class ReplayAdapter(TargetAdapter):
         landscape the reference evidence (the baseline's reference time and the probe) is not
         handed to the Critic, and a replayed run is judged on its paired ratio, as a live one is
         once the probe shows the machine slowed — unless its reference lies beyond what the
-        landscape itself trusts (``Point.max_reference_s``), where the Critic sees it as it would
+        landscape itself trusts (``Landscape.trusted_reference_s``), where the Critic sees it as it would
         live. Left in, the recorded Softmax optimum (runs at +19-25%, tolerance 18%) was rejected
         as ``env_drift``, or as ``hack_suspected`` beside a fast probe, in one campaign in five at
         4-8 workers. Hand-written landscapes (no ``recorded``) keep both: that is how the tests
         stage a machine that slowed and a reference taxed by its candidate."""
         if self.landscape.recorded and ev.baseline_reference_s is not None:
-            limit = next((p.max_reference_s for p in self.landscape.points), None)
+            limit = self.landscape.trusted_reference_s
             ref = _median(m.baseline_samples) if m.baseline_samples else None  # a failed point has none
             ev = replace(ev, reference_probe_s=None,
                          baseline_reference_s=ev.baseline_reference_s if ref and limit and ref > limit else None)
