@@ -7,6 +7,12 @@ siblings. Per campaign, in the order candidates were proposed: the first member 
 first measurement is more than 10% slower than its parent's speedup marks the family; every later
 member of it that was measured counts as spent after a regression.
 
+Two refinements are reported beside it, never in its place: ``same_parent``, the evaluations of a
+family below a parent where that family had already regressed (the posterior moves siblings'
+priors on the same parent fully and on another parent only partly, since a knob that loses on a
+GEMM may win on the GEMV it collapses to: measured on l2_05), and ``wins``, counted evaluations
+that were verified wins (spent, but not wasted).
+
 Families are grouped the same way before and after a change to the agents, so two runs compare:
 the compile variants are one family whatever skill declares them (``compile-*``: torch-compile,
 inductor-cpu, compile-epilogue), thread counts one (``threads-*``); every other move keeps the
@@ -44,19 +50,26 @@ def campaign_waste(store, campaign_id: int) -> dict:  # type: ignore[no-untyped-
     speed = {n.id: n.speedup for n in store.nodes(campaign_id)}
     marked: dict[str, dict] = {}
     spent: dict[str, int] = {}
+    regressed_on: set[tuple[str, int | None]] = set()  # (family, parent) pairs with a regression
+    same_parent = wins = 0
     for n in nodes:
         fam = family_of(n.move_id, n.family)
         ms = [m for m in store.measurements(n.id) if m.attempt == 1]
         if fam is None or not ms:
             continue  # never measured: not an evaluation
-        if fam in marked:
-            spent[fam] = spent.get(fam, 0) + 1
-            continue
+        same_parent += (fam, n.parent_id) in regressed_on
         s = _speedup(ms[0])
         parent = speed.get(n.parent_id) or 1.0
         if s is not None and s / parent < REGRESSION:
+            regressed_on.add((fam, n.parent_id))
+        if fam in marked:
+            spent[fam] = spent.get(fam, 0) + 1
+            wins += n.state == "accepted"
+            continue
+        if s is not None and s / parent < REGRESSION:
             marked[fam] = {"node": n.id, "move": n.move_id, "ratio": round(s / parent, 3)}
-    return {"total": sum(spent.values()), "by_family": spent, "first_regression": marked}
+    return {"total": sum(spent.values()), "by_family": spent, "first_regression": marked,
+            "same_parent": same_parent, "wins": wins}
 
 
 def suite_waste(store_url: str, rows: list[dict]) -> dict[str, dict]:
@@ -89,7 +102,17 @@ def compare(before: dict[str, dict], after: dict[str, dict]) -> dict:
              "families_before": ", ".join(f"{f} {n}" for f, n in sorted(before[k]["by_family"].items())) or "-",
              "families_after": ", ".join(f"{f} {n}" for f, n in sorted(after[k]["by_family"].items())) or "-"}
             for k in keys]
+    for r, k in zip(rows, keys):
+        r["same_parent_before"] = before[k].get("same_parent")
+        r["same_parent_after"] = after[k].get("same_parent")
+        r["wins_before"], r["wins_after"] = before[k].get("wins"), after[k].get("wins")
     tb, ta = sum(r["before"] for r in rows), sum(r["after"] for r in rows)
     fall = (tb - ta) / tb if tb else None
-    return {"rows": rows, "before_total": tb, "after_total": ta, "fall": fall,
-            "goal": GOAL_FALL, "met": fall is not None and fall >= GOAL_FALL}
+    out = {"rows": rows, "before_total": tb, "after_total": ta, "fall": fall,
+           "goal": GOAL_FALL, "met": fall is not None and fall >= GOAL_FALL}
+    if all(r["same_parent_before"] is not None and r["same_parent_after"] is not None for r in rows):
+        pb, pa = sum(r["same_parent_before"] for r in rows), sum(r["same_parent_after"] for r in rows)
+        out.update(same_parent_before=pb, same_parent_after=pa, same_parent_fall=(pb - pa) / pb if pb else None,
+                   wins_before=sum(r["wins_before"] or 0 for r in rows),
+                   wins_after=sum(r["wins_after"] or 0 for r in rows))
+    return out

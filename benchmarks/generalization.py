@@ -137,11 +137,18 @@ def main(argv: list[str] | None = None) -> dict:
                 before.setdefault(k, w)
         comparison = compare(before, waste)
         print(table(comparison["rows"], [("problem", "problem"), ("before", "before"), ("after", "after"),
+                                         ("same_parent_before", "same parent before"),
+                                         ("same_parent_after", "same parent after"),
                                          ("families_before", "families before"), ("families_after", "families after")]))
         fall = comparison["fall"]
         print(f"after a family's first regression: {comparison['before_total']} evaluations before, "
               f"{comparison['after_total']} after ({'-' if fall is None else f'{fall:.0%}'} fewer; goal >= "
               f"{comparison['goal']:.0%}: {'met' if comparison['met'] else 'NOT met'})")
+        if comparison.get("same_parent_fall") is not None:
+            print(f"  of them below a parent where the family had regressed: {comparison['same_parent_before']} "
+                  f"before, {comparison['same_parent_after']} after ({comparison['same_parent_fall']:.0%} fewer); "
+                  f"verified wins among the counted: {comparison['wins_before']} before, "
+                  f"{comparison['wins_after']} after")
     met = {k: (summ.get(k) or 0) >= v for k, v in GOALS.items()}
     met["none_slower_than_eager"] = summ["slower_than_eager"] == 0
     if summ.get("collapse_unknown"):  # rows whose move path no store can tell: not judged

@@ -60,3 +60,21 @@ def test_before_and_after_compare_per_problem_and_judge_the_fall():
     assert [r["problem"] for r in c["rows"]] == ["p", "q"]  # problems in both runs only
     assert (c["before_total"], c["after_total"]) == (5, 1) and c["fall"] == pytest.approx(0.8) and c["met"]
     assert not compare(before, {"p": {"total": 3, "by_family": {}}, "q": {"total": 0, "by_family": {}}})["met"]
+
+
+def test_same_parent_and_wins_are_counted_beside_the_total(tmp_path):
+    """l2_05's shape: compile regressed below the collapsed child, then a compile variant at the root
+    won. The issue's total counts it; the same-parent count does not, and the win is named."""
+    store = open_store(f"sqlite:///{tmp_path / 'w.db'}")
+    camp = store.get_or_create_campaign("l2_05", "kernel", {})
+    root = _measured(store, camp, "root", None, None, None, 1.0, state="accepted")
+    child = _measured(store, camp, "a", root, "graph-algebra-all", "graph-algebra", 90.0, state="accepted")
+    _measured(store, camp, "b", child, "compile-default", "torch-compile", 75.0)  # 0.83 of its parent
+    _measured(store, camp, "c", child, "compile-freezing", "torch-compile", 74.0)  # same parent: counted
+    _measured(store, camp, "d", root, "compile-epilogue-fusion", "torch-compile", 1.09, state="accepted")
+    w = campaign_waste(store, camp.id)
+    assert w["total"] == 2 and w["same_parent"] == 1 and w["wins"] == 1
+    store.close()
+    c = compare({"p": {"total": 4, "by_family": {}, "same_parent": 4, "wins": 0}},
+                {"p": {"total": 2, "by_family": {}, "same_parent": 1, "wins": 1}})
+    assert c["same_parent_fall"] == pytest.approx(0.75) and c["wins_after"] == 1 and not c["met"]
