@@ -102,8 +102,10 @@ def account(rec: dict) -> dict[str, float]:
             out[k] += g(k)
         out["build"] += g("import")
         out["after_timing"] += g("spot_checks") + g("after_timing")
+        out["rounds"] += g("integrity_guard")  # the state swap and check around each timed sample
         marked = sum(g(k) for k in ("torch_import", "harness_modules", "device", "peak", "import", "correctness",
-                                    "warmup", "rounds", "spot_checks", "after_timing", "recheck"))
+                                    "warmup", "rounds", "integrity_guard", "spot_checks", "after_timing",
+                                    "recheck"))
         out["harness_other"] += max(g("harness") - marked, 0.0)
     f = lambda k: float(rec.get(k) or 0.0)  # noqa: E731
     runner_inner = sum(float(pt.get(k) or 0.0) for pt in rec.get("measurements") or []
