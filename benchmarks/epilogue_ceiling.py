@@ -29,6 +29,7 @@ import os
 import statistics
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from benchmarks.common import ROOT, fmt, table, write_result
@@ -105,10 +106,9 @@ def main(argv: list[str] | None = None) -> int:
             share, ceil = ceiling(p["categories"])
             row = {"problem": path.stem, "scale": scale, "eager_ms": call_s * 1e3, "library_share": share,
                    "ceiling_vs_eager": ceil, "categories": p["categories"], "dominant": p.get("dominant")}
-            if args.compile:
-                creq = KernelRequest(problem_source=src, candidate_source=compile_default(to_modelnew(src)),
-                                     num_threads=1, size_scale=scale, time_budget_s=1.0)
-                c = measure_kernel(runner, creq)
+            compiled = compile_default(req.candidate_source) if args.compile else None
+            if compiled is not None:  # the same request, the compiled reference as the candidate
+                c = measure_kernel(runner, replace(req, candidate_source=compiled, mode="ab"))
                 if c.ok:
                     row["compile_vs_eager"] = statistics.median(c.baseline_samples) / statistics.median(c.candidate_samples)
                     row["ceiling_vs_best_of"] = ceil / max(1.0, row["compile_vs_eager"])

@@ -44,10 +44,13 @@ def _speedup(m) -> float | None:  # type: ignore[no-untyped-def]
 
 
 def campaign_waste(store, campaign_id: int) -> dict:  # type: ignore[no-untyped-def]
-    """{"total", "by_family", "first_regression"} for one campaign: evaluations per family after
-    its first member regressed (by family: the node id and ratio of that first regression)."""
-    nodes = sorted((n for n in store.nodes(campaign_id) if n.parent_id is not None), key=lambda n: n.id)
-    speed = {n.id: n.speedup for n in store.nodes(campaign_id)}
+    """{"total", "by_family", "first_regression", "same_parent", "wins"} for one campaign:
+    evaluations per family after its first member regressed (by family: the node id and ratio of
+    that first regression), those below a parent where the family had regressed, and the verified
+    wins among the counted."""
+    every = store.nodes(campaign_id)
+    speed = {n.id: n.speedup for n in every}
+    nodes = sorted((n for n in every if n.parent_id is not None), key=lambda n: n.id)
     marked: dict[str, dict] = {}
     spent: dict[str, int] = {}
     regressed_on: set[tuple[str, int | None]] = set()  # (family, parent) pairs with a regression
@@ -59,15 +62,15 @@ def campaign_waste(store, campaign_id: int) -> dict:  # type: ignore[no-untyped-
             continue  # never measured: not an evaluation
         same_parent += (fam, n.parent_id) in regressed_on
         s = _speedup(ms[0])
-        parent = speed.get(n.parent_id) or 1.0
-        if s is not None and s / parent < REGRESSION:
+        ratio = None if s is None else s / (speed.get(n.parent_id) or 1.0)
+        regressed = ratio is not None and ratio < REGRESSION
+        if regressed:
             regressed_on.add((fam, n.parent_id))
         if fam in marked:
             spent[fam] = spent.get(fam, 0) + 1
             wins += n.state == "accepted"
-            continue
-        if s is not None and s / parent < REGRESSION:
-            marked[fam] = {"node": n.id, "move": n.move_id, "ratio": round(s / parent, 3)}
+        elif regressed:
+            marked[fam] = {"node": n.id, "move": n.move_id, "ratio": round(ratio, 3)}
     return {"total": sum(spent.values()), "by_family": spent, "first_regression": marked,
             "same_parent": same_parent, "wins": wins}
 
