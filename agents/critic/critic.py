@@ -58,6 +58,8 @@ class HeuristicCritic(Critic):
             log.add(name, False, outcome.reason)
             if outcome.reprobe:  # read by the loop (``steps.measure``): probe the reference first
                 log.entries[-1]["reprobe"] = True
+            if outcome.tax is not None:  # read back as ``Evidence.earlier_taxes`` at the next attempt
+                log.entries[-1]["tax"] = outcome.tax
             return Judgement(outcome.decision, outcome.diagnosis, outcome.reason, _FINAL[outcome.decision],
                              gates=log.entries, stats=st.to_dict() if st else {},
                              remeasure_purpose=outcome.purpose,

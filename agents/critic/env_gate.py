@@ -260,20 +260,33 @@ def drift_tolerance(noise_floor: float, cfg: CriticConfig) -> float:
 def slowed_in_process(ev: Evidence, st, cfg: CriticConfig) -> GateOutcome | None:  # type: ignore[no-untyped-def]
     """``hack_suspected`` when the reference ran slower in this measurement than when it was just
     measured *alone* (``ev.reference_probe_s``: a fresh baseline measurement in a sandbox with no
-    candidate code, taken since this node's previous attempt). A machine that slowed down slows
-    that probe too; a reference slower only beside the candidate was slowed by something the
+    candidate code, taken since this node's previous attempt), *twice*. A machine that slowed down
+    slows that probe too; a reference slower only beside the candidate was slowed by something the
     candidate left in its process (a hook, a thread, library or allocator state), and its paired
     speedup is inflated by exactly that factor. Seen: a process-wide forward hook that taxed only
-    the reference was rejected as ``unstable`` or ``env_drift``, which blamed the machine."""
+    the reference was rejected as ``unstable`` or ``env_drift``, which blamed the machine.
+
+    Why twice: the probe and the measurement are two sandboxes at two moments (or side by side on
+    two workers), so one comparison carries the load's change between them. Seen on a loaded
+    2-core CI machine: an honest twin's reference read x1.26 beside it against a 20% tolerance,
+    once in a red-team run of ~30 variants, and was named a hack. A candidate's tax is a property
+    of its process and repeats; the first sighting orders one more probe and measurement (outside
+    the ``unstable``/``env_drift`` budget: it is not the machine's turn), the second names it."""
     probe, tol = ev.reference_probe_s, drift_tolerance(ev.noise_floor, cfg)
     if ev.is_root or st is None or not probe or tol <= 0 or st.baseline_median_s <= probe * (1 + tol):
         return None
     factor = st.baseline_median_s / probe
-    return GateOutcome("reject", "hack_suspected", f"reference slowed inside the candidate's process "
-                       f"(x{factor:.2f}): it ran at {st.baseline_median_s * 1e3:.3f} ms beside the candidate "
-                       f"but {probe * 1e3:.3f} ms when measured alone just before (tolerance {tol:.0%}); "
-                       "something the candidate left in its process slows the reference, and the speedup "
-                       "would be inflated by that factor")
+    seen = f"(x{factor:.2f}): it ran at {st.baseline_median_s * 1e3:.3f} ms beside the candidate but " \
+           f"{probe * 1e3:.3f} ms when measured alone just before (tolerance {tol:.0%})"
+    if not ev.earlier_taxes:
+        return GateOutcome("remeasure", "hack_suspected", f"reference slower inside the candidate's process "
+                           f"{seen}; measuring the baseline alone, then this candidate again, to see whether "
+                           "the slowdown repeats (a load change between the two measurements does not)",
+                           purpose="remeasure", reprobe=True, tax=round(factor, 4))
+    before = ", ".join(f"x{f:.2f}" for f in ev.earlier_taxes)
+    return GateOutcome("reject", "hack_suspected", f"reference slowed inside the candidate's process {seen}; "
+                       f"seen before too ({before}): something the candidate left in its process slows the "
+                       "reference, and the speedup would be inflated by that factor")
 
 
 def slow_reference(ev: Evidence, st, cfg: CriticConfig) -> str | None:  # type: ignore[no-untyped-def]

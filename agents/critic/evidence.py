@@ -81,6 +81,9 @@ class Evidence:
     # the reference measured alone (a fresh baseline measurement, no candidate code in its process)
     # since this node's previous attempt: ``steps.reprobe_reference``; None when there was none
     reference_probe_s: float | None = None
+    # in-process slowdowns (reference beside the candidate / alone) seen at this node's earlier
+    # attempts, each of which ordered one more measurement to see whether it repeats
+    earlier_taxes: list = field(default_factory=list)
     fingerprint: dict = field(default_factory=dict)  # this measurement's environment
     baseline_fingerprint: dict | None = None  # the campaign baseline's (root node) environment
     facts: dict = field(default_factory=dict)  # harness facts: cost, peak, inner, timers, audit
@@ -95,6 +98,7 @@ class GateOutcome:
     # measure the reference alone (a fresh baseline measurement) before the re-measurement: the
     # next verdict can then tell a machine that slowed from a candidate that slowed its process
     reprobe: bool = False
+    tax: float | None = None  # the in-process slowdown this verdict asks to see again (gate log ``tax``)
 
 
 @dataclass

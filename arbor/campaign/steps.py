@@ -263,6 +263,8 @@ def _evidence(ctx: Context, node: NodeRecord) -> tuple[Evidence, object]:
         remeasures_done=sum(1 for v in verdicts if v.decision == "remeasure"
                             and v.diagnosis in ("unstable", "env_drift")),
         previous_speedup=prev, earlier_speedups=earlier, baseline_reference_s=base_ref, reference_probe_s=probe,
+        earlier_taxes=[g["tax"] for v in verdicts if v.decision == "remeasure" for g in v.gates or []
+                       if g.get("tax") is not None],
         fingerprint=last.fingerprint or {}, baseline_fingerprint=base_fp, facts=last.stats or {},
     )
     return ev, last

@@ -372,17 +372,30 @@ def test_a_reference_far_from_the_baselines_either_way_is_env_drift_not_a_speedu
 def test_a_reference_slowed_only_beside_the_candidate_is_hack_suspected_with_the_factor():
     """Issue 27: the reference at 10 here, 5 in the baseline's measurement. First verdict: measure
     the baseline alone, then the candidate again (``reprobe``). If that probe is fast (5), the
-    slowdown lives in the candidate's process: ``hack_suspected`` naming the factor, not
+    slowdown may live in the candidate's process: once is asked again (the probe and the
+    measurement are two moments of a machine whose load moves: seen x1.26 for an honest twin on a
+    loaded CI box), and a slowdown seen twice is ``hack_suspected`` naming both factors, not
     ``env_drift``. If the probe is slow too (the machine slowed for everyone), the paired ratio
     is judged as usual."""
     b, c = samples(10, 0.02), samples(5, 0.02, seed=1)
     first = critic.judge(ev(baseline_reference_s=5.0), b, c)
     assert (first.decision, first.diagnosis) == ("remeasure", "env_drift")
     assert [g.get("reprobe") for g in first.gates if g.get("passed") is False] == [True]
-    j = critic.judge(ev(baseline_reference_s=5.0, reference_probe_s=5.0, remeasures_done=1, attempt=2,
-                        purpose="remeasure"), b, c)
+    seen = critic.judge(ev(baseline_reference_s=5.0, reference_probe_s=5.0, remeasures_done=1, attempt=2,
+                           purpose="remeasure"), b, c)
+    assert (seen.decision, seen.diagnosis) == ("remeasure", "hack_suspected"), seen.reason
+    asked = [g for g in seen.gates if g.get("passed") is False]
+    assert len(asked) == 1 and asked[0].get("reprobe") and asked[0]["tax"] == pytest.approx(2.0, rel=0.01)
+    j = critic.judge(ev(baseline_reference_s=5.0, reference_probe_s=5.0, remeasures_done=1, attempt=3,
+                        purpose="remeasure", earlier_taxes=[2.0]), b, c)
     assert (j.decision, j.diagnosis) == ("reject", "hack_suspected")
-    assert "reference slowed inside the candidate's process (x2.00)" in j.reason
+    assert "reference slowed inside the candidate's process (x2.00)" in j.reason and "(x2.00)" in j.reason
+    # the second look finds the reference as fast beside the candidate as alone: the first was
+    # the machine's, and the candidate is judged on its paired ratio
+    b2 = samples(5.1, 0.02)
+    ok = critic.judge(ev(baseline_reference_s=5.0, reference_probe_s=5.0, remeasures_done=1, attempt=3,
+                         purpose="remeasure", earlier_taxes=[1.26]), b2, samples(2.5, 0.02, seed=1))
+    assert (ok.decision, ok.diagnosis) == ("accept", "improved"), ok.reason
     machine = critic.judge(ev(baseline_reference_s=9.8, reference_probe_s=9.8, remeasures_done=1, attempt=2,
                               purpose="remeasure"), b, c)
     assert (machine.decision, machine.diagnosis) == ("accept", "improved")
@@ -398,8 +411,11 @@ def test_a_spread_reference_tax_is_not_blamed_on_the_machine():
     first = critic.judge(ev(baseline_reference_s=5.0), b, c)
     assert (first.decision, first.diagnosis) == ("remeasure", "unstable"), first.reason
     assert "slowed it" in first.reason and any(g.get("reprobe") for g in first.gates)
-    j = critic.judge(ev(baseline_reference_s=5.0, reference_probe_s=5.0, remeasures_done=1, attempt=2,
-                        purpose="remeasure"), b, c)
+    again = critic.judge(ev(baseline_reference_s=5.0, reference_probe_s=5.0, remeasures_done=1, attempt=2,
+                            purpose="remeasure"), b, c)
+    assert (again.decision, again.diagnosis) == ("remeasure", "hack_suspected"), again.reason
+    j = critic.judge(ev(baseline_reference_s=5.0, reference_probe_s=5.0, remeasures_done=1, attempt=3,
+                        purpose="remeasure", earlier_taxes=[1.6]), b, c)
     assert (j.decision, j.diagnosis) == ("reject", "hack_suspected") and "inside the candidate's process" in j.reason
     noisy = critic.judge(ev(baseline_reference_s=12.0), b, c)
     assert noisy.diagnosis == "unstable" and not any(g.get("reprobe") for g in noisy.gates)

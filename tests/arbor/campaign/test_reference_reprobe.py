@@ -73,7 +73,30 @@ def test_a_candidate_that_slows_its_own_reference_is_named_a_hack(tmp_path):
     assert "reference" in root_purposes and reprobes and reprobes[0].payload["after_s"] < 1.1
     assert cand.state == "rejected" and cand.diagnosis == "hack_suspected"
     assert "reference slowed inside the candidate's process (x1.80)" in cand.reason
+    assert "seen before too (x1.80)" in cand.reason  # named only once it repeated
+    assert root_purposes.count("reference") == 2  # a fresh probe before each look
     assert (summary.speedup or 1.0) == 1.0
+
+
+def test_a_slowdown_beside_the_candidate_seen_once_is_looked_at_again_not_named(tmp_path):
+    """An honest candidate whose reference read slow twice in a row (once against the baseline,
+    once against the fresh probe: a load that moved between the two sandboxes, as on a loaded
+    2-core CI box, where an honest red-team twin read x1.26 against a 20% tolerance) is measured
+    once more beside a new probe; its reference is back at 1.0 s there, so it is judged on its
+    paired ratio — not named a hack on one comparison of two moments."""
+    ls = _landscape(tmp_path, [_run(1.0, 1.0)] * 3)
+    cand = ls.points[1]
+    order = list(range(3))
+    import random
+    random.Random(f"0:{ls.key(cand.knobs)}").shuffle(order)  # the replay's order under seed 0
+    runs = [_run(1.8, 0.9)] * 3
+    runs[order[2]] = _run(1.0, 0.5)  # the third look: the reference as fast as alone, still 2x
+    ls = Landscape.model_validate({**ls.model_dump(mode="json"),
+                                   "points": [ls.points[0].model_dump(mode="json"),
+                                              {"knobs": {"K": "B"}, "runs": runs}]})
+    summary, cand, root_purposes, reprobes = _campaign(tmp_path, ls)
+    assert cand.state == "accepted" and 1.9 < cand.speedup < 2.1, (cand.diagnosis, cand.reason)
+    assert root_purposes.count("reference") == 2
 
 
 def _recorded(tmp_path: Path, root_runs: list[dict], cand_runs: list[dict]) -> Landscape:
