@@ -16,6 +16,7 @@ import sys
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 
+from arbor.sandbox import vec_isa
 from arbor.sandbox.compile_cache import ARCHIVE_IN, ARCHIVE_OUT, CompileCache, default_cache, lookup
 from arbor.sandbox.gpu import (ABOVE_PEAK_TOLERANCE, bandwidth_at, cached_cpu_peak, cached_gpu_peak, check_identity,
                               mark_cpu_peak_stale, store_cpu_peak, store_gpu_peak)
@@ -125,7 +126,8 @@ def _request_json(req: KernelRequest, nonce: str, cache_key: str | None = None, 
                 measure_peak=req.peak is None and not req.device.startswith("cuda"),
                 measure_sol_peak=req.sol_peak is None)
     if cache_key:
-        body["compile_cache"] = {"key": cache_key, "in": ARCHIVE_IN if shipped else None, "out": ARCHIVE_OUT}
+        body["compile_cache"] = {"key": cache_key, "in": ARCHIVE_IN if shipped else None, "out": ARCHIVE_OUT,
+                                 **vec_isa.hint(req.device)}
     return json.dumps(body)
 
 

@@ -22,11 +22,13 @@ kernels lives in the *default* temp folder (``default_cache_dir()/precompiled_he
 ``TORCHINDUCTOR_CACHE_DIR``) and is preprocessed again in every process even when it exists (~15 s
 a measurement on the development machine): ``TORCHINDUCTOR_CPP_CACHE_PRECOMPILE_HEADERS=0``, so a
 cached kernel loads without running the compiler at all; and the vector-ISA check builds and
-``dlopen``s a probe library in a child process per ISA (~3 s): the first job of a key runs that
-probe itself, before the candidate is imported, and when every ISA the CPU's flags name passes it
-sets ``cpp.vec_isa_ok`` (the archive says so, and later jobs set ``TORCHINDUCTOR_VEC_ISA_OK=1``:
-same CPU flags and torch, the manifest) — set in every job of the key, so Inductor's own cache
-keys, which include that setting, stay the same from the first job on.
+``dlopen``s a probe library in a child process per ISA (~3 s, 9 s for the three here): the host
+runs that probe once per machine and torch (``sandbox/vec_isa.py``) and a job of the same
+environment is told the verdict (``vec_isa_ok`` with its ``environment`` in the request); otherwise
+the first job of a key runs it itself, before the candidate is imported, and when every ISA the
+CPU's flags name passes it sets ``cpp.vec_isa_ok`` (the archive says so, and later jobs set
+``TORCHINDUCTOR_VEC_ISA_OK=1``: same CPU flags and torch, the manifest) — set in every job of the
+key, so Inductor's own cache keys, which include that setting, stay the same from the first job on.
 
 Unpacking trusts nothing in the archive: names must be plain relative paths, only regular files
 are written, each below the cache folder (never the harness's files, the problem or result.json),
@@ -107,6 +109,8 @@ class JobCache:
         self.restored: dict[str, tuple] = {}  # name -> (size, mtime), as unpacked
         self.stats: dict = {"key": self.key[:16], "restored": 0, "status": "miss"}
         self.vec_isa_ok = False  # every ISA the CPU's flags name passed Inductor's probe here
+        # the host's own verdict for this very environment (``sandbox/vec_isa.py``)
+        self.host_isa_ok = spec.get("vec_isa_ok") is True and spec.get("environment") == environment()
 
     @classmethod
     def open(cls, req: dict, workdir: str = ".") -> "JobCache | None":
@@ -134,6 +138,10 @@ class JobCache:
         os.environ.setdefault("TORCHINDUCTOR_FX_GRAPH_CACHE", "1")
         os.environ.setdefault("TORCHINDUCTOR_AUTOGRAD_CACHE", "1")
         os.environ.setdefault("TORCHINDUCTOR_CPP_CACHE_PRECOMPILE_HEADERS", "0")  # see the module docstring
+        if self.host_isa_ok:  # the host probed this machine and torch once: no job pays it again
+            self.vec_isa_ok = True
+            os.environ["TORCHINDUCTOR_VEC_ISA_OK"] = "1"
+            self.stats["isa"] = "host"
         if not self.source:
             return
         t0 = _clock()
@@ -297,3 +305,4 @@ class FirstCalls:
     def stop(self, is_new: bool, t0: float | None) -> None:
         if t0 is not None and self.seconds[int(is_new)] is None:
             self.seconds[int(is_new)] = round(_clock() - t0, 6)
+

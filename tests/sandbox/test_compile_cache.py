@@ -195,6 +195,9 @@ def test_cache_travels_between_measurements_of_the_same_candidate_only(tmp_path)
         first = measure_kernel(runner, _req(_counting("A")), cache=store)
         assert first.ok, first.error_text
         assert first.stats["compile"]["cache"] == "miss" and first.stats["compile_cache"]["kept"]
+        # Inductor's vector-ISA verdict came from the host's one probe (sandbox/vec_isa.py: on a
+        # fresh machine its real child ran for this job), not from a probe in this job
+        assert first.stats["compile_cache"].get("isa") == "host" and "isa_probe_s" not in first.stats["compile_cache"]
         second = measure_kernel(runner, _req(_counting("A")), cache=store)
         assert second.ok, second.error_text
         assert second.stats["compile"]["cache"] == "hit" and second.stats["compile_cache"]["restored"] >= 1
