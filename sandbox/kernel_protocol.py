@@ -17,7 +17,8 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 
 from arbor.sandbox import vec_isa
-from arbor.sandbox.compile_cache import ARCHIVE_IN, ARCHIVE_OUT, CompileCache, default_cache, lookup
+from arbor.sandbox.compile_cache import (ARCHIVE_IN, ARCHIVE_OUT, CompileCache, default_cache, lookup,
+                                         runner_identity)
 from arbor.sandbox.gpu import (ABOVE_PEAK_TOLERANCE, bandwidth_at, cached_cpu_peak, cached_gpu_peak, check_identity,
                               mark_cpu_peak_stale, store_cpu_peak, store_gpu_peak)
 from arbor.sandbox.runner import Job, JobResult, PythonEntry, Runner
@@ -117,7 +118,8 @@ def _tail(text: str, limit: int = _TEXT_LIMIT) -> str:
     return text if len(text) <= limit else "..." + text[-(limit - 3):]
 
 
-def _request_json(req: KernelRequest, nonce: str, cache_key: str | None = None, shipped: bool = False) -> str:
+def _request_json(req: KernelRequest, nonce: str, cache_key: str | None = None, shipped: bool = False,
+                  isa: dict | None = None) -> str:
     body = {k: v for k, v in asdict(req).items()
             if k not in ("problem_source", "candidate_source", "reuse_compiled")}
     if req.extra_time_s is None:
@@ -127,11 +129,12 @@ def _request_json(req: KernelRequest, nonce: str, cache_key: str | None = None, 
                 measure_sol_peak=req.sol_peak is None)
     if cache_key:
         body["compile_cache"] = {"key": cache_key, "in": ARCHIVE_IN if shipped else None, "out": ARCHIVE_OUT,
-                                 **vec_isa.hint(req.device)}
+                                 **(isa or {})}
     return json.dumps(body)
 
 
-def build_job(req: KernelRequest, nonce: str, cache_key: str | None = None, archive: bytes | None = None) -> Job:
+def build_job(req: KernelRequest, nonce: str, cache_key: str | None = None, archive: bytes | None = None,
+              isa: dict | None = None) -> Job:
     """The job for one measurement. The harness ships as a file, so Docker runners need no mount;
     so does a compiled candidate's cache (``archive``, from its earlier measurement under
     ``cache_key``), and the job's own comes back as a collected file."""
@@ -146,7 +149,7 @@ def build_job(req: KernelRequest, nonce: str, cache_key: str | None = None, arch
                for name in HARNESS_MODULES},
             "problem.py": req.problem_source,
             "candidate.py": req.candidate_source,
-            "request.json": _request_json(req, nonce, cache_key, archive is not None),
+            "request.json": _request_json(req, nonce, cache_key, archive is not None, isa),
             **({ARCHIVE_IN: archive} if cache_key and archive else {}),
         },
         timeout_s=req.timeout_s,
@@ -345,7 +348,9 @@ def measure_kernel(runner: Runner, req: KernelRequest, cache: CompileCache | Non
     req = _with_peak(req)
     store = default_cache() if cache is _DEFAULT_CACHE else cache
     key, archive = lookup(store, req, runner)
-    res = runner.run(build_job(req, nonce, key, archive))
+    # the host's vector-ISA verdict, for jobs that run with the host's own torch and compiler
+    isa = vec_isa.hint(req.device) if key and runner_identity(runner).startswith("local:") else None
+    res = runner.run(build_job(req, nonce, key, archive, isa))
     m = _finish(res, req, nonce)
     status = "off"
     if key:

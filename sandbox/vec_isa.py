@@ -6,9 +6,11 @@ per ISA the CPU names): 9 s of a ~12 s job on the development machine, paid agai
 candidate, though the answer is a fact of the CPU, the compiler and torch — not of the candidate.
 The host now runs that probe once, in a child process of its own that runs no candidate code,
 keeps the verdict on disk under the job environment it was found in (torch, Triton, Python, CPU
-model and flags: the archive manifest's ``environment()``), and passes it to every CPU compile job
-of that environment as ``compile_cache.vec_isa_ok``. A job whose own environment differs (a
-container's torch, another node of a cluster) ignores it and probes as before.
+model and flags: the archive manifest's ``environment()``), and passes it as
+``compile_cache.vec_isa_ok`` to the CPU compile jobs the local runner starts (the host's own
+Python, torch and compiler; a container may carry the same versions beside another compiler, so a
+Docker job probes as before). A job whose own environment differs (another node of a Ray cluster)
+ignores it and probes too.
 
 Only the host writes the verdict and only a ``True`` is passed on: a job cannot teach another
 candidate's jobs anything (a false ``True`` would make their C++ kernels target an ISA the compiler

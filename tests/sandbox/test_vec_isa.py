@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -83,3 +84,34 @@ def test_a_job_trusts_the_hint_only_for_its_own_environment(tmp_path, monkeypatc
     job.before_candidate("cpu")  # nothing left to probe
     assert "isa_probe_s" not in job.stats
 
+
+
+class _Recording:
+    """A runner that records the job it was given and runs nothing."""
+
+    def __init__(self, name: str) -> None:
+        self.name, self.jobs = name, []
+
+    def run(self, job):  # type: ignore[no-untyped-def]
+        from arbor.sandbox.runner import JobResult
+
+        self.jobs.append(job)
+        return JobResult(returncode=1, timed_out=False, duration_s=0.0, stdout_tail="", stderr_tail="no", outputs={})
+
+
+def test_only_jobs_with_the_hosts_torch_and_compiler_are_told(facts, tmp_path):
+    """The local runner's jobs run the host's Python, torch and compiler; a container's may carry
+    the same versions and another compiler, so Docker jobs probe themselves."""
+    from arbor.sandbox.compile_cache import CompileCache
+    from arbor.sandbox.kernel_protocol import KernelRequest, measure_kernel
+
+    data = Path(__file__).parent / "data"
+    compiled = (data / "gelu_candidate.py").read_text() + "\n# torch.compile\n"
+    req = KernelRequest(problem_source=(data / "gelu_problem.py").read_text(), candidate_source=compiled)
+    told = {}
+    for name in ("local", "docker"):
+        runner = _Recording(name)
+        measure_kernel(runner, req, cache=CompileCache(tmp_path / name))
+        told[name] = json.loads(runner.jobs[0].files["request.json"])["compile_cache"]
+    assert told["local"]["vec_isa_ok"] is True and told["local"]["environment"] == job_cache.environment()
+    assert "vec_isa_ok" not in told["docker"] and "environment" not in told["docker"]
