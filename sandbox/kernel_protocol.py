@@ -18,7 +18,7 @@ from pathlib import Path
 
 from arbor.sandbox import vec_isa
 from arbor.sandbox.compile_cache import (ARCHIVE_IN, ARCHIVE_OUT, CompileCache, default_cache, lookup,
-                                         runner_identity)
+                                         runner_identity, uses_compiler)
 from arbor.sandbox.gpu import (ABOVE_PEAK_TOLERANCE, bandwidth_at, cached_cpu_peak, cached_gpu_peak, check_identity,
                               mark_cpu_peak_stale, store_cpu_peak, store_gpu_peak)
 from arbor.sandbox.runner import Job, JobResult, PythonEntry, Runner
@@ -382,11 +382,15 @@ def measure_kernels(runner: Runner, reqs: list[KernelRequest]) -> list[KernelMea
             todo.append((i, _with_peak(r), secrets.token_hex(16)))
     if todo:
         jobs = [build_job(r, n) for _, r, n in todo]
+        local = runner_identity(runner).startswith("local:")  # the host's torch and compiler
         files = {k: v for k, v in jobs[0].files.items() if k not in ("problem.py", "candidate.py", "request.json")}
         entries = []
         for k, ((_, r, nonce), job) in enumerate(zip(todo, jobs)):
             files[f"problem-{k}.py"], files[f"candidate-{k}.py"] = r.problem_source, r.candidate_source
             body = json.loads(job.files["request.json"])
+            if uses_compiler(r.candidate_source) and not uses_compiler(r.problem_source):
+                # no cache between jobs, the per-process costs skipped all the same (compile_cache.settle)
+                body["inductor"] = vec_isa.hint(r.device) if local else {}
             entries.append({**body, "problem_file": f"problem-{k}.py", "candidate_file": f"candidate-{k}.py"})
         files["request.json"] = json.dumps({"batch": entries})
         limits = [j.memory_bytes for j in jobs]

@@ -99,6 +99,19 @@ def _safe_name(name: str) -> bool:
     return 0 < len(parts) <= 12 and all(_SAFE_PART.match(p) and p not in (".", "..") for p in parts)
 
 
+def settle(req: dict) -> None:
+    """A measurement with no cache between jobs (a batch's forked child, ``batch.py``) still skips
+    the two per-process costs a cached job skips: Inductor's precompiled header and, when the host
+    says so for this very environment (``req["inductor"]``, ``sandbox/vec_isa.py``), the
+    vector-ISA probe. Neither changes the code Inductor generates; only its compile time."""
+    spec = req.get("inductor")
+    if not isinstance(spec, dict):
+        return
+    os.environ.setdefault("TORCHINDUCTOR_CPP_CACHE_PRECOMPILE_HEADERS", "0")
+    if spec.get("vec_isa_ok") is True and spec.get("environment") == environment():
+        os.environ["TORCHINDUCTOR_VEC_ISA_OK"] = "1"
+
+
 class JobCache:
     """The cache folder of one measurement job: set up before torch, packed after the measurement."""
 

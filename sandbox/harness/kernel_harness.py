@@ -471,8 +471,11 @@ def main(argv: list[str]) -> int:
         if entries is None:  # one measurement: its candidate's compiled artifacts travel with the job
             cache = compile_cache.JobCache.start(req)  # warm() imported torch alone: no Inductor yet
         if entries is not None:  # each measured in a forked child (batch.py)
-            return _load_module("arbor_harness_batch", os.path.join(_HERE, "batch.py")).run(
-                entries, lambda r, path: measure(r, path, torch, time.perf_counter(), warm_s))
+            def child(r: dict, path: str) -> int:  # in the forked child: Inductor's settings are its own
+                compile_cache.settle(r)
+                return measure(r, path, torch, time.perf_counter(), warm_s)
+
+            return _load_module("arbor_harness_batch", os.path.join(_HERE, "batch.py")).run(entries, child)
     except BaseException as e:  # noqa: BLE001  torch or a helper missing: report it as data
         for i, r in enumerate(entries if entries is not None else [req]):
             _RESULT = f"result-{i}.json" if entries is not None else "result.json"

@@ -115,3 +115,31 @@ def test_only_jobs_with_the_hosts_torch_and_compiler_are_told(facts, tmp_path):
         told[name] = json.loads(runner.jobs[0].files["request.json"])["compile_cache"]
     assert told["local"]["vec_isa_ok"] is True and told["local"]["environment"] == job_cache.environment()
     assert "vec_isa_ok" not in told["docker"] and "environment" not in told["docker"]
+
+
+def test_a_batch_child_that_compiles_skips_the_per_process_costs_and_keeps_them_to_itself(facts):
+    """``measure_kernels`` (the suite's compare job: eager, compile and best in one harness job)
+    has no cache between jobs; its compiling child still gets the precompiled header off and the
+    host's ISA verdict, set in that forked child only — its eager sibling sees neither."""
+    from arbor.sandbox.kernel_protocol import KernelRequest, measure_kernels
+    from arbor.sandbox.local_runner import LocalRunner
+
+    data = Path(__file__).parent / "data"
+    problem, good = (data / "gelu_problem.py").read_text(), (data / "gelu_candidate.py").read_text()
+
+    def expecting(isa: str | None, pch: str | None, note: str) -> str:
+        check = (f"        import os\n        if (os.environ.get('TORCHINDUCTOR_VEC_ISA_OK'), "
+                 f"os.environ.get('TORCHINDUCTOR_CPP_CACHE_PRECOMPILE_HEADERS')) != ({isa!r}, {pch!r}):\n"
+                 "            raise RuntimeError(repr(dict(os.environ)))\n")
+        return good.replace("        super().__init__()\n", "        super().__init__()\n" + check) + note
+
+    assert "super().__init__()" in good
+    compiled, eager = expecting("1", "0", "\n# torch.compile\n"), expecting(None, None, "\n")
+    runner = LocalRunner()
+    try:
+        a, b = measure_kernels(runner, [KernelRequest(problem, compiled, time_budget_s=0.2, min_repeats=3),
+                                        KernelRequest(problem, eager, time_budget_s=0.2, min_repeats=3)])
+    finally:
+        runner.close()
+    assert a.ok, a.error_text
+    assert b.ok, b.error_text
