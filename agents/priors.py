@@ -133,6 +133,11 @@ class FamilyPosterior:
             self._fitted = self._fit()
         return self._fitted
 
+    def rebase(self, base: FamilyModel) -> None:
+        self.base = base
+        self._cache.clear()
+        self._fitted = None
+
     def _code(self, move: str) -> int:
         return self._codes.setdefault(move, len(self._codes))
 
@@ -314,6 +319,21 @@ class OutcomeIndex:
         # lower means everywhere, but a narrower posterior can still raise P(win) where the mean is
         # above a win (after a win): there P(win) >= 0.5 already, so it at most doubles
         return 2.0 if wins else 1.0
+
+    def set_win_bar(self, speedup: float) -> bool:
+        """What a move must gain over its parent to count as a win: the bar the Critic applies
+        (``min_speedup``, or 1 + the campaign's noise floor when that is higher), set once the
+        baseline's A/A is known. With the fixed 2% bar a family measured at 1.01-1.09x on a
+        campaign whose noise floor rejected each as ``no_gain`` looked like a winning family:
+        seen on a warm start of Conv+ReLU+bias, five compile variants in a row, all ``no_gain``.
+        True when the bar moved (every prior must be bounded again)."""
+        win_log = math.log(max(speedup, 1.0 + 1e-6))
+        if abs(win_log - self.model.win_log) < 1e-12:
+            return False
+        self.model = replace(self.model, win_log=win_log)
+        for fam in self.families.values():
+            fam.rebase(self.model)
+        return True
 
     def family(self, name: str) -> FamilyPosterior:
         fam = self.families.get(name)

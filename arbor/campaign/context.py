@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from arbor.agents.contracts import Critic, Orchestrator, Selection, Specialist
+from arbor.agents.priors import RISE_ALL
 from arbor.sandbox.runner import Runner
 from arbor.search_tree.index import TreeIndex
 from arbor.search_tree.records import CampaignRecord
@@ -58,6 +59,16 @@ class Context:
     _sources: dict[str, str] = field(default_factory=dict)
     _evaluations: int | None = None  # candidates measured so far (the budget's count), kept as we go
     _clock: threading.Lock = field(default_factory=threading.Lock)  # loop and heartbeat both flush
+
+    def set_noise_floor(self, noise_floor: float) -> None:
+        """The baseline's A/A noise: the Critic's bar for every later candidate, and so what the
+        orchestrator's family posteriors count as a win (``OutcomeIndex.set_win_bar``): a member
+        the Critic will call ``no_gain`` must not make its siblings look like winners."""
+        self.noise_floor = noise_floor
+        outcomes = self.orchestrator.outcome_index()
+        bar = max(float(getattr(self.critic.config, "min_speedup", 1.0)), 1.0 + max(noise_floor, 0.0))
+        if outcomes is not None and outcomes.set_win_bar(bar):
+            self.orchestrator.priors_may_rise(RISE_ALL)
 
     def evaluations(self) -> int:
         """Distinct candidates measured: counted in the store once per process, then incremented

@@ -91,7 +91,7 @@ def build_context(spec: CampaignSpec, store: Store, report: Callable[[str, dict]
                   critic=agents.critic, orchestrator=agents.orchestrator, specialist=agents.specialist,
                   report=report, llm=agents.llm, owner=owner)
     for ev in store.events(campaign.id, limit=1_000_000, kinds=["baseline"]):
-        ctx.noise_floor = float(ev.payload.get("noise_floor", 0.0))
+        ctx.set_noise_floor(float(ev.payload.get("noise_floor", 0.0)))
     restore_profile(ctx)
     return ctx
 

@@ -324,7 +324,7 @@ def _finish(ctx: Context, node: NodeRecord, j: Judgement, measurement_id: int | 
                                  agent=ctx.critic.name, final_state=j.final_state, **fields)
         knowledge.record_judgement(ctx, node, j)
         if node.parent_id is None and j.noise_floor is not None:
-            ctx.noise_floor = j.noise_floor
+            ctx.set_noise_floor(j.noise_floor)
             ctx.store.append_event(ctx.cid, "baseline", {"noise_floor": j.noise_floor, "stats": j.stats},
                                    node_id=node.id, agent=ctx.critic.name)
             record_profile(ctx, node, "baseline")

@@ -102,6 +102,23 @@ def test_mild_results_and_wins_move_siblings_the_other_way():
     assert win.adjust("compile-freezing", "torch-compile", 0.3, 2) > 0.4  # below the winner too
 
 
+def test_a_member_below_the_critics_bar_is_no_reason_to_try_its_siblings():
+    """Conv+ReLU+bias warm-started, noise floor 8.4%: compile-default measured 1.036x and was
+    ``no_gain`` (the CI must clear 1.084x). Counted against a 2% bar that is a winning family and
+    its siblings rise; against the Critic's own bar they fall below an untried family's prior."""
+    loose, strict = with_root(), with_root()
+    assert strict.set_win_bar(1.084) and not strict.set_win_bar(1.084)  # moved once, then unchanged
+    for idx in (loose, strict):
+        idx.observe(node(2, 1, "compile-default", "rejected", "no_gain", 1.036))
+    assert loose.adjust("compile-freezing", "torch-compile", 0.3, 1) > 0.3
+    assert strict.adjust("compile-freezing", "torch-compile", 0.3, 1) < 0.25  # below channels-last's 0.3
+    late = with_root()  # the bar set after the member was measured (a resumed campaign) agrees
+    late.observe(node(2, 1, "compile-default", "rejected", "no_gain", 1.036))
+    late.set_win_bar(1.084)
+    assert late.adjust("compile-freezing", "torch-compile", 0.3, 1) == strict.adjust("compile-freezing",
+                                                                                       "torch-compile", 0.3, 1)
+
+
 def test_a_members_own_measurements_outweigh_a_heterogeneous_siblings_win():
     fam = FamilyPosterior()
     for i, (move, parent, s) in enumerate([("default", 1, 0.886), ("default", 7, 0.878), ("default", 8, 0.878),
