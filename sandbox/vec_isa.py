@@ -93,8 +93,9 @@ def _probe(env: dict) -> bool | None:
     one); None when it could not say (a timeout, a crash, another environment)."""
     with tempfile.TemporaryDirectory(prefix="arbor-isa-") as tmp:
         script = os.path.join(os.path.dirname(os.path.abspath(job_cache.__file__)), "isa_probe.py")
+        env_vars = {k: v for k, v in os.environ.items() if k != "TORCHINDUCTOR_VEC_ISA_OK"}  # a real probe
         proc = subprocess.Popen([sys.executable, script], cwd=tmp, text=True,
-                                env={**os.environ, "TORCHINDUCTOR_CACHE_DIR": tmp}, stdout=subprocess.PIPE,
+                                env={**env_vars, "TORCHINDUCTOR_CACHE_DIR": tmp}, stdout=subprocess.PIPE,
                                 stderr=subprocess.DEVNULL, start_new_session=True)
         try:
             out, _ = proc.communicate(timeout=PROBE_TIMEOUT_S)
