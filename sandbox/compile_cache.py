@@ -34,6 +34,7 @@ import re
 import sys
 import threading
 from pathlib import Path
+from .cache_dir import arbor_cache_dir
 
 __all__ = ["CompileCache", "cache_key", "uses_compiler", "default_cache", "ARCHIVE_IN", "ARCHIVE_OUT"]
 
@@ -178,9 +179,7 @@ def default_cache() -> CompileCache | None:
     if setting and setting.lower() not in ("1", "on", "true", "yes"):
         root = Path(setting)
     else:
-        base = os.environ.get("ARBOR_CACHE_DIR") or os.path.join(
-            os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "arbor")
-        root = Path(base) / "compile"
+        root = arbor_cache_dir() / "compile"
     try:
         mb = int(os.environ.get("ARBOR_COMPILE_CACHE_MB", _DEFAULT_MB))
     except ValueError:

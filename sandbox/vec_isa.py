@@ -31,6 +31,7 @@ import threading
 from pathlib import Path
 
 from .harness import compile_cache as job_cache
+from .cache_dir import arbor_cache_dir
 
 PROBE_TIMEOUT_S = 300.0  # importing torch and building a probe per ISA, on a loaded machine
 _LOCK = threading.Lock()
@@ -38,9 +39,7 @@ _MEMO: dict[str, bool] = {}
 
 
 def facts_dir() -> Path:
-    base = os.environ.get("ARBOR_CACHE_DIR") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "arbor")
-    return Path(base) / "machine"
+    return arbor_cache_dir() / "machine"
 
 
 def hint(device: str) -> dict:

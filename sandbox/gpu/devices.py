@@ -26,6 +26,8 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from ..cache_dir import arbor_cache_dir
+
 __all__ = ["DevicePeak", "GPU_PEAKS", "gpu_peak", "peak_for", "sol_rates", "bandwidth_at", "flops_at",
            "min_time_s", "speed_of_light", "within_peak", "ABOVE_PEAK_TOLERANCE", "cpu_key", "gpu_key",
            "cached_cpu_peak", "store_cpu_peak", "cached_gpu_peak", "store_gpu_peak", "allowed_cores",
@@ -237,9 +239,7 @@ def _memo_key(key: str) -> str:
 
 
 def _cache_path() -> Path:
-    root = os.environ.get("ARBOR_CACHE_DIR") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "arbor")
-    return Path(root) / "device_peaks.json"
+    return arbor_cache_dir() / "device_peaks.json"
 
 
 def _cpu_model() -> str:

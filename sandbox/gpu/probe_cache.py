@@ -7,7 +7,7 @@ filesystem), the interpreter and torch, root or not, and the probe itself (its v
 device job's source). Any change there — a driver upgrade, a new kernel, another setting — is a
 cache miss and the probe runs again.
 
-One JSON file, ``$XDG_CACHE_HOME/arbor/device_probe.json`` (``~/.cache/arbor/...``), written
+One JSON file, ``device_probe.json`` in Arbor's cache folder (``sandbox/cache_dir.py``: ``~/.cache/arbor``), written
 atomically; an unreadable file counts as empty.
 """
 
@@ -23,6 +23,8 @@ import sys
 import tempfile
 from importlib import metadata
 from pathlib import Path
+
+from ..cache_dir import arbor_cache_dir
 
 __all__ = ["ProbeCache", "probe_key", "driver_version", "default_cache_path", "PROBE_VERSION"]
 
@@ -70,8 +72,7 @@ def probe_key(*, network: str, filesystem: str, landlock_abi: int, netns: bool, 
 
 
 def default_cache_path() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "arbor" / "device_probe.json"
+    return arbor_cache_dir() / "device_probe.json"
 
 
 def _digest(key: dict) -> str:
