@@ -13,14 +13,14 @@ import json
 import secrets
 import signal
 import sys
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 from arbor.sandbox import vec_isa
 from arbor.sandbox.compile_cache import (ARCHIVE_IN, ARCHIVE_OUT, CompileCache, default_cache, lookup,
-                                         runner_identity, uses_compiler)
-from arbor.sandbox.gpu import (ABOVE_PEAK_TOLERANCE, bandwidth_at, cached_cpu_peak, cached_gpu_peak, check_identity,
-                              mark_cpu_peak_stale, store_cpu_peak, store_gpu_peak)
+                                         uses_compiler)
+from arbor.sandbox.gpu import check_identity
+from arbor.sandbox.request_peaks import check_peaks, keep_peaks, with_peaks
 from arbor.sandbox.runner import Job, JobResult, PythonEntry, Runner
 
 __all__ = ["KernelRequest", "KernelMeasurement", "measure_kernel", "measure_kernels", "prewarm", "HARNESS_PATH",
@@ -264,49 +264,14 @@ def precheck_candidate(source: str) -> KernelMeasurement | None:
     return None
 
 
-def _with_peak(req: KernelRequest) -> KernelRequest:
-    """Fill the peaks from the per-host cache; what is still missing the harness measures."""
-    if req.device.startswith("cuda"):
-        return req if req.sol_peak is not None else replace(req, sol_peak=cached_gpu_peak())
-    peak = req.peak if req.peak is not None else cached_cpu_peak()
-    sol = req.sol_peak if req.sol_peak is not None else cached_cpu_peak(req.num_threads)
-    return replace(req, peak=peak, sol_peak=sol)
-
-
-def _keep_peaks(req: KernelRequest, stats: dict) -> None:
-    """Cache the peaks a harness measured (merged by maximum), so the next job skips them."""
-    for key in ("peak", "sol_peak"):
-        peak = stats.get(key) or {}
-        if peak.get("source") != "measured":
-            continue
-        if req.device.startswith("cuda"):
-            store_gpu_peak(peak)
-        elif peak.get("bandwidth"):
-            store_cpu_peak(peak)
-
-
-def _check_peaks(req: KernelRequest, m: KernelMeasurement) -> None:
-    """The reference itself moved its bytes faster than a CPU peak allows at its working set: that
-    peak was measured on a busy machine (or cached from one). The next job measures it again."""
-    nbytes = (m.stats.get("cost") or {}).get("bytes")
-    if req.device.startswith("cuda") or not nbytes or not m.baseline_samples:
-        return
-    times = sorted(m.baseline_samples)
-    achieved = nbytes / max(times[len(times) // 2], 1e-12)
-    for key in ("peak", "sol_peak"):
-        peak = m.stats.get(key) or {}
-        if peak.get("bandwidth") and achieved > bandwidth_at(peak, nbytes) * (1 + ABOVE_PEAK_TOLERANCE):
-            mark_cpu_peak_stale(peak.get("threads"))
-
-
 def _finish(res: JobResult, req: KernelRequest, nonce: str) -> KernelMeasurement:
     """Turn what one measurement left behind into a KernelMeasurement; never raises."""
     data = _parse(res, nonce)
     if data is not None and data.get("status") in ("ok", "error") and not res.timed_out:
         m = _from_result(data, res)
-        _keep_peaks(req, m.stats)
+        keep_peaks(req, m.stats)
         if m.status == "ok":
-            _check_peaks(req, m)
+            check_peaks(req, m)
         if m.status == "error" and m.error_class not in ERROR_CLASSES:
             m.error_class = "harness_error"
         return m
@@ -345,12 +310,10 @@ def measure_kernel(runner: Runner, req: KernelRequest, cache: CompileCache | Non
         if rejected is not None:
             return rejected
     nonce = secrets.token_hex(16)
-    req = _with_peak(req)
+    req = with_peaks(req)
     store = default_cache() if cache is _DEFAULT_CACHE else cache
     key, archive = lookup(store, req, runner)
-    # the host's vector-ISA verdict, for jobs that run with the host's own torch and compiler
-    isa = vec_isa.hint(req.device) if key and runner_identity(runner).startswith("local:") else None
-    res = runner.run(build_job(req, nonce, key, archive, isa))
+    res = runner.run(build_job(req, nonce, key, archive, vec_isa.hint(runner, req.device) if key else None))
     m = _finish(res, req, nonce)
     status = "off"
     if key:
@@ -379,10 +342,9 @@ def measure_kernels(runner: Runner, reqs: list[KernelRequest]) -> list[KernelMea
         if rejected is not None:
             out[i] = rejected
         else:
-            todo.append((i, _with_peak(r), secrets.token_hex(16)))
+            todo.append((i, with_peaks(r), secrets.token_hex(16)))
     if todo:
         jobs = [build_job(r, n) for _, r, n in todo]
-        local = runner_identity(runner).startswith("local:")  # the host's torch and compiler
         files = {k: v for k, v in jobs[0].files.items() if k not in ("problem.py", "candidate.py", "request.json")}
         entries = []
         for k, ((_, r, nonce), job) in enumerate(zip(todo, jobs)):
@@ -390,7 +352,7 @@ def measure_kernels(runner: Runner, reqs: list[KernelRequest]) -> list[KernelMea
             body = json.loads(job.files["request.json"])
             if uses_compiler(r.candidate_source) and not uses_compiler(r.problem_source):
                 # no cache between jobs, the per-process costs skipped all the same (compile_cache.settle)
-                body["inductor"] = vec_isa.hint(r.device) if local else {}
+                body["inductor"] = vec_isa.hint(runner, r.device)
             entries.append({**body, "problem_file": f"problem-{k}.py", "candidate_file": f"candidate-{k}.py"})
         files["request.json"] = json.dumps({"batch": entries})
         limits = [j.memory_bytes for j in jobs]

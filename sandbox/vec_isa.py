@@ -20,6 +20,7 @@ cannot build: a denial of service, which is why no job's word is taken for it).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -32,6 +33,7 @@ from pathlib import Path
 
 from .harness import compile_cache as job_cache
 from .cache_dir import arbor_cache_dir
+from .compile_cache import runner_identity
 
 PROBE_TIMEOUT_S = 300.0  # importing torch and building a probe per ISA, on a loaded machine
 _LOCK = threading.Lock()
@@ -42,12 +44,20 @@ def facts_dir() -> Path:
     return arbor_cache_dir() / "machine"
 
 
-def hint(device: str) -> dict:
-    """What a CPU compile job's ``compile_cache`` request gets: the verdict and the environment it
-    holds for, when the host's probe passed there; else nothing (the job probes itself)."""
-    if not str(device or "cpu").startswith("cpu") or os.environ.get("ARBOR_ISA_HINT", "1").strip() == "0":
+@functools.lru_cache(maxsize=1)
+def _environment() -> dict:
+    """This host's job environment, read once a process (``/proc/cpuinfo``, package metadata)."""
+    return job_cache.environment()
+
+
+def hint(runner, device: str) -> dict:  # type: ignore[no-untyped-def]
+    """What a CPU compile job on ``runner`` gets in its request: the verdict and the environment it
+    holds for, when the host's probe passed there and the runner runs the host's own torch and
+    compiler (the local runner); else nothing (the job probes itself)."""
+    if (not str(device or "cpu").startswith("cpu") or not runner_identity(runner).startswith("local:")
+            or os.environ.get("ARBOR_ISA_HINT", "1").strip() == "0"):
         return {}
-    env = job_cache.environment()
+    env = _environment()
     return {"vec_isa_ok": True, "environment": env} if verdict(env) else {}
 
 

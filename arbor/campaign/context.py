@@ -66,7 +66,7 @@ class Context:
         the Critic will call ``no_gain`` must not make its siblings look like winners."""
         self.noise_floor = noise_floor
         outcomes = self.orchestrator.outcome_index()
-        bar = max(float(getattr(self.critic.config, "min_speedup", 1.0)), 1.0 + max(noise_floor, 0.0))
+        bar = max(self.critic.config.min_speedup, 1.0 + max(noise_floor, 0.0))
         if outcomes is not None and outcomes.set_win_bar(bar):
             self.orchestrator.priors_may_rise(RISE_ALL)
 

@@ -99,17 +99,24 @@ def _safe_name(name: str) -> bool:
     return 0 < len(parts) <= 12 and all(_SAFE_PART.match(p) and p not in (".", "..") for p in parts)
 
 
-def settle(req: dict) -> None:
-    """A measurement with no cache between jobs (a batch's forked child, ``batch.py``) still skips
-    the two per-process costs a cached job skips: Inductor's precompiled header and, when the host
-    says so for this very environment (``req["inductor"]``, ``sandbox/vec_isa.py``), the
-    vector-ISA probe. Neither changes the code Inductor generates; only its compile time."""
-    spec = req.get("inductor")
-    if not isinstance(spec, dict):
-        return
+def _skip_per_process_work(spec: dict) -> bool:
+    """Turn off Inductor's precompiled header (see the module docstring) and, when the host's
+    verdict holds for this very environment (``spec["vec_isa_ok"]`` and ``spec["environment"]``:
+    ``sandbox/vec_isa.py``), its vector-ISA probe. Neither changes the code Inductor generates,
+    only its compile time. True when the host's verdict was taken."""
     os.environ.setdefault("TORCHINDUCTOR_CPP_CACHE_PRECOMPILE_HEADERS", "0")
     if spec.get("vec_isa_ok") is True and spec.get("environment") == environment():
         os.environ["TORCHINDUCTOR_VEC_ISA_OK"] = "1"
+        return True
+    return False
+
+
+def settle(req: dict) -> None:
+    """A measurement with no cache between jobs (a batch's forked child, ``batch.py``) still skips
+    the per-process work a cached job skips (``req["inductor"]``)."""
+    spec = req.get("inductor")
+    if isinstance(spec, dict):
+        _skip_per_process_work(spec)
 
 
 class JobCache:
@@ -122,8 +129,7 @@ class JobCache:
         self.restored: dict[str, tuple] = {}  # name -> (size, mtime), as unpacked
         self.stats: dict = {"key": self.key[:16], "restored": 0, "status": "miss"}
         self.vec_isa_ok = False  # every ISA the CPU's flags name passed Inductor's probe here
-        # the host's own verdict for this very environment (``sandbox/vec_isa.py``)
-        self.host_isa_ok = spec.get("vec_isa_ok") is True and spec.get("environment") == environment()
+        self.spec = spec
 
     @classmethod
     def open(cls, req: dict, workdir: str = ".") -> "JobCache | None":
@@ -150,10 +156,8 @@ class JobCache:
         # the FX graph and AOT autograd caches are on by default; say so in case a build defaults off
         os.environ.setdefault("TORCHINDUCTOR_FX_GRAPH_CACHE", "1")
         os.environ.setdefault("TORCHINDUCTOR_AUTOGRAD_CACHE", "1")
-        os.environ.setdefault("TORCHINDUCTOR_CPP_CACHE_PRECOMPILE_HEADERS", "0")  # see the module docstring
-        if self.host_isa_ok:  # the host probed this machine and torch once: no job pays it again
+        if _skip_per_process_work(self.spec):  # the host probed this machine and torch once
             self.vec_isa_ok = True
-            os.environ["TORCHINDUCTOR_VEC_ISA_OK"] = "1"
             self.stats["isa"] = "host"
         if not self.source:
             return
@@ -318,4 +322,3 @@ class FirstCalls:
     def stop(self, is_new: bool, t0: float | None) -> None:
         if t0 is not None and self.seconds[int(is_new)] is None:
             self.seconds[int(is_new)] = round(_clock() - t0, 6)
-

@@ -14,6 +14,8 @@ import pytest
 from arbor.sandbox import vec_isa
 from arbor.sandbox.harness import compile_cache as job_cache
 
+LOCAL = SimpleNamespace(name="local")  # a runner whose jobs run the host's torch and compiler
+
 
 @pytest.fixture
 def facts(tmp_path, monkeypatch):
@@ -33,26 +35,26 @@ def facts(tmp_path, monkeypatch):
 
 def test_probed_once_then_read_from_memory_and_from_the_file_a_process_left(facts, monkeypatch):
     env = job_cache.environment()
-    assert vec_isa.hint("cpu") == {"vec_isa_ok": True, "environment": env}
-    assert vec_isa.hint("cpu") and len(facts.calls) == 1
+    assert vec_isa.hint(LOCAL, "cpu") == {"vec_isa_ok": True, "environment": env}
+    assert vec_isa.hint(LOCAL, "cpu") and len(facts.calls) == 1
     [kept] = list(facts.dir.glob("vec-isa-*.json"))
     assert json.loads(kept.read_text()) == {"environment": env, "vec_isa_ok": True}
     monkeypatch.setattr(vec_isa, "_MEMO", {})  # a new process: the file answers
-    assert vec_isa.hint("cpu") and len(facts.calls) == 1
-    assert vec_isa.hint("cuda") == {}  # GPU jobs never ran the CPU probe
+    assert vec_isa.hint(LOCAL, "cpu") and len(facts.calls) == 1
+    assert vec_isa.hint(LOCAL, "cuda") == {}  # GPU jobs never ran the CPU probe
     monkeypatch.setenv("ARBOR_ISA_HINT", "0")
-    assert vec_isa.hint("cpu") == {}
+    assert vec_isa.hint(LOCAL, "cpu") == {}
 
 
 def test_a_failed_probe_passes_nothing_and_a_file_of_another_environment_is_not_read(facts, monkeypatch):
     env = job_cache.environment()
     monkeypatch.setattr(vec_isa, "_probe", lambda env: False)
-    assert vec_isa.hint("cpu") == {}  # the jobs probe themselves, as before
+    assert vec_isa.hint(LOCAL, "cpu") == {}  # the jobs probe themselves, as before
     [kept] = list(facts.dir.glob("vec-isa-*.json"))
     kept.write_text(json.dumps({"environment": {**env, "torch": "0.0"}, "vec_isa_ok": True}))
     monkeypatch.setattr(vec_isa, "_MEMO", {})
     monkeypatch.setattr(vec_isa, "_probe", lambda env: None)  # could not say: nothing written
-    assert vec_isa.hint("cpu") == {}
+    assert vec_isa.hint(LOCAL, "cpu") == {}
     assert json.loads(kept.read_text())["environment"]["torch"] == "0.0"
 
 

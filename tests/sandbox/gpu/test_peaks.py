@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 
 from arbor.sandbox.gpu import devices
-from arbor.sandbox.kernel_protocol import KernelMeasurement, KernelRequest, _check_peaks
+from arbor.sandbox.kernel_protocol import KernelMeasurement, KernelRequest
+from arbor.sandbox.request_peaks import check_peaks
 
 MB = 1 << 20
 CURVE = [[32 << 10, 30e9], [256 << 10, 90e9], [2 * MB, 60e9], [16 * MB, 45e9], [64 * MB, 12e9], [256 * MB, 14e9]]
@@ -67,12 +68,12 @@ def test_a_reference_faster_than_the_cached_peak_makes_it_stale(tmp_path, monkey
     req = KernelRequest(problem_source="", candidate_source="", num_threads=1)
     m = KernelMeasurement("ok", None, None, [], [6.5e-3] * 9, [6.5e-3] * 9, 1, {}, 1.0, {},
                           stats={"cost": {"bytes": 130 * MB}, "sol_peak": devices.cached_cpu_peak(1)})
-    _check_peaks(req, m)  # 21 GB/s moved by the reference itself, against 4.7 GB/s cached
+    check_peaks(req, m)  # 21 GB/s moved by the reference itself, against 4.7 GB/s cached
     assert devices.cached_cpu_peak(1) is None
     devices.store_cpu_peak({**stale, "bandwidth": CURVE, "bytes_per_s": 14e9})
     m.stats["sol_peak"] = devices.cached_cpu_peak(1)
     m.baseline_samples = [9.9e-3] * 9  # 13.8 GB/s: within the measured peak
-    _check_peaks(req, m)
+    check_peaks(req, m)
     assert devices.cached_cpu_peak(1) is not None
 
 
