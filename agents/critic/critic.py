@@ -49,11 +49,21 @@ class HeuristicCritic(Critic):
             log.add("ran", False, "no timing samples")
             return Judgement("fail", "harness_error", "measurement returned no timing samples",
                              "failed", log.entries)
+        raw, tax = st, None
         for name, gate in GATES:
             outcome = gate(ev, st, self.config)
             if outcome is None:
                 log.add(name, True, plausibility_note(ev, st, self.config) if name == "plausible"
                         else "passed")
+                continue
+            if outcome.decision == "deflate" and st is not None and tax is None:
+                # the reference ran slower beside the candidate, twice: the remaining gates judge
+                # the speedup against the reference as it runs alone (env_gate.slowed_in_process)
+                tax = float(outcome.tax or 1.0)
+                st = summarize([b / tax for b in baseline_samples], candidate_samples,
+                               self.config.bootstrap_resamples, self.config.confidence, self.config.seed)
+                log.add(name, True, outcome.reason)
+                log.entries[-1]["tax"] = tax
                 continue
             log.add(name, False, outcome.reason)
             if outcome.reprobe:  # read by the loop (``steps.measure``): probe the reference first
@@ -61,7 +71,7 @@ class HeuristicCritic(Critic):
             if outcome.tax is not None:  # read back as ``Evidence.earlier_taxes`` at the next attempt
                 log.entries[-1]["tax"] = outcome.tax
             return Judgement(outcome.decision, outcome.diagnosis, outcome.reason, _FINAL[outcome.decision],
-                             gates=log.entries, stats=st.to_dict() if st else {},
+                             gates=log.entries, stats=_stats(st, tax),
                              remeasure_purpose=outcome.purpose,
                              speedup=st.speedup if st else None)
         assert st is not None
@@ -79,7 +89,18 @@ class HeuristicCritic(Critic):
             speedup = st.speedup if ev.previous_speedup is None else min(st.speedup, ev.previous_speedup)
             confirmed = ("" if ev.previous_speedup is None
                          else f"; confirmed ({ev.previous_speedup:.3f}x before), kept the lower")
-        reason = (f"{st.speedup:.3f}x faster than the reference [{st.ci_low:.3f}, {st.ci_high:.3f}] "
+        alone = "" if tax is None else (f" as it runs alone ({raw.speedup:.3f}x beside the candidate, where "
+                                        f"it ran x{tax:.2f} slower at two looks)")
+        reason = (f"{st.speedup:.3f}x faster than the reference{alone} [{st.ci_low:.3f}, {st.ci_high:.3f}] "
                   f"at {self.config.confidence:.0%}, Mann-Whitney p={st.mw_p:.2g}{confirmed}")
-        return Judgement("accept", "improved", reason, "accepted", log.entries, st.to_dict(),
+        return Judgement("accept", "improved", reason, "accepted", log.entries, _stats(st, tax),
                          speedup=speedup, value=math.log(speedup))
+
+
+def _stats(st: SampleStats | None, tax: float | None) -> dict:
+    """The statistics a verdict keeps; ``reference_tax``: the factor its reference samples were
+    divided by (the raw samples stay in the measurement)."""
+    out = st.to_dict() if st else {}
+    if tax is not None:
+        out["reference_tax"] = tax
+    return out

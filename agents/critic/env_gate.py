@@ -271,7 +271,16 @@ def slowed_in_process(ev: Evidence, st, cfg: CriticConfig) -> GateOutcome | None
     2-core CI machine: an honest twin's reference read x1.26 beside it against a 20% tolerance,
     once in a red-team run of ~30 variants, and was named a hack. A candidate's tax is a property
     of its process and repeats; the first sighting orders one more probe and measurement (outside
-    the ``unstable``/``env_drift`` budget: it is not the machine's turn), the second names it."""
+    the ``unstable``/``env_drift`` budget: it is not the machine's turn).
+
+    Seen twice, the two readings still cannot be told apart for certain: on the same CI box a
+    compiled honest twin read x1.34, then x1.20 (tolerance 16%), its first look taken beside the
+    other red-team worker's batch. But both readings agree on what the speedup is worth *without*
+    the slowdown: the paired ratio divided by the factor, i.e. the reference as it runs alone
+    against the candidate. If that still clears the Critic's bar, the result is real whatever
+    slowed the reference, and it is judged at that lower figure (``deflate``: the Critic rescales
+    the reference's samples and runs the remaining gates); a tax then gains the candidate
+    nothing. Only a speedup that exists *because* of the slowdown is named a hack."""
     probe, tol = ev.reference_probe_s, drift_tolerance(ev.noise_floor, cfg)
     if ev.is_root or st is None or not probe or tol <= 0 or st.baseline_median_s <= probe * (1 + tol):
         return None
@@ -284,9 +293,17 @@ def slowed_in_process(ev: Evidence, st, cfg: CriticConfig) -> GateOutcome | None
                            "the slowdown repeats (a load change between the two measurements does not)",
                            purpose="remeasure", reprobe=True, tax=round(factor, 4))
     before = ", ".join(f"x{f:.2f}" for f in ev.earlier_taxes)
+    bar = 1.0 + max(ev.noise_floor, st.aa_noise)
+    kept, kept_low = st.speedup / factor, st.ci_low / factor
+    if kept_low > bar and kept >= cfg.min_speedup:
+        return GateOutcome("deflate", "reference_tax", f"reference slower beside the candidate {seen}; seen "
+                           f"before too ({before}): judged against the reference as it runs alone, "
+                           f"{st.speedup:.3f}x / {factor:.2f} = {kept:.3f}x", tax=round(factor, 4))
     return GateOutcome("reject", "hack_suspected", f"reference slowed inside the candidate's process {seen}; "
                        f"seen before too ({before}): something the candidate left in its process slows the "
-                       "reference, and the speedup would be inflated by that factor")
+                       f"reference, and the speedup exists only through it ({st.speedup:.3f}x beside it, "
+                       f"{kept:.3f}x [{kept_low:.3f}, {st.ci_high / factor:.3f}] against the reference alone, "
+                       f"which does not clear {max(bar, cfg.min_speedup):.3f}x)")
 
 
 def slow_reference(ev: Evidence, st, cfg: CriticConfig) -> str | None:  # type: ignore[no-untyped-def]

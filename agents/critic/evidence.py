@@ -91,7 +91,9 @@ class Evidence:
 
 @dataclass(frozen=True)
 class GateOutcome:
-    decision: str  # accept | reject | remeasure | fail
+    # accept | reject | remeasure | fail; ``deflate`` (the reference gate only): judge the rest on
+    # the reference's samples divided by ``tax`` (its slowdown beside the candidate, seen twice)
+    decision: str
     diagnosis: str
     reason: str
     purpose: str | None = None  # for remeasure: remeasure | confirm | tiebreak

@@ -9,7 +9,9 @@ evaluation with a decision, a diagnosis code and a one-sentence reason. Order:
 3. ``plausible``    no integrity violation, not faster than light (``hack_suspected``)
 4. ``stable``       robust CV of the paired ratios under the threshold, else re-measure, then ``unstable``
 5. ``env``          same environment as the baseline, no throttling (``env_drift``)
-6. ``reference``    the reference not slowed vs the baseline's measurement (``env_drift``)
+6. ``reference``    the reference not slowed vs the baseline's measurement (``env_drift``), nor only
+                   beside the candidate (``hack_suspected`` once it repeats; a speedup that clears
+                   the bar without the slowdown is judged at that lower figure instead)
 7. ``significant``  CI above 1.0 + noise, Mann-Whitney agrees, effect size (``no_gain``, ``regression``)
 8. ``confirm_best`` a new best is measured again, independently, before others build on it
 
@@ -91,8 +93,10 @@ def gate_stable(ev: Evidence, st: SampleStats | None, cfg: CriticConfig) -> Gate
     # baseline probe taken before a re-measurement tells the two apart.
     slow = slow_reference(ev, st, cfg) if cfg.check_env else None
     if slow:
-        return slowed_in_process(ev, st, cfg) or remeasure_or_reject(
-            ev, cfg, "unstable", f"{reason}; {slow}", reprobe=True)
+        taxed = slowed_in_process(ev, st, cfg)
+        if taxed is not None and taxed.decision != "deflate":  # scattered ratios: nothing to rescale
+            return taxed
+        return remeasure_or_reject(ev, cfg, "unstable", f"{reason}; {slow}", reprobe=True)
     return remeasure_or_reject(ev, cfg, "unstable", reason)
 
 

@@ -17,20 +17,30 @@ from arbor.agents.critic.stats import bootstrap_speedup_ci
 
 def paired_estimate(store, node_id: int, speedup: float) -> tuple[float, float, tuple[float, float]] | None:  # type: ignore[no-untyped-def]
     """(reference median s, candidate median s, 95% CI) of the node's correct measurement whose
-    paired ratio is closest to ``speedup``; None when the node has none."""
+    paired ratio is closest to ``speedup``; None when the node has none. A measurement the Critic
+    judged against the reference as it runs alone (its verdict's ``reference_tax``: the reference
+    ran that much slower beside the candidate, twice) shows the reference's times divided by that
+    factor, as the Critic judged them."""
     ms = [m for m in store.measurements(node_id)
           if m.status == "ok" and m.baseline_samples and m.candidate_samples]
     if not ms:
         return None
+    taxes = {v.measurement_id: float(g["stats"]["reference_tax"]) for v in store.verdicts(node_id)
+             for g in v.gates or [] if isinstance(g.get("stats"), dict) and g["stats"].get("reference_tax")}
+
+    def reference(m) -> list[float]:  # type: ignore[no-untyped-def]
+        tax = taxes.get(m.id, 1.0)
+        return [b / tax for b in m.baseline_samples]
 
     def ratio(m) -> float:  # type: ignore[no-untyped-def]
         c = statistics.median(m.candidate_samples)
-        return statistics.median(m.baseline_samples) / c if c > 0 else float("inf")
+        return statistics.median(reference(m)) / c if c > 0 else float("inf")
 
     m = min(ms, key=lambda m: abs(ratio(m) - speedup))
-    n = min(len(m.baseline_samples), len(m.candidate_samples))
-    _, lo, hi = bootstrap_speedup_ci(m.baseline_samples[:n], m.candidate_samples[:n])
-    return statistics.median(m.baseline_samples), statistics.median(m.candidate_samples), (lo, hi)
+    ref = reference(m)
+    n = min(len(ref), len(m.candidate_samples))
+    _, lo, hi = bootstrap_speedup_ci(ref[:n], m.candidate_samples[:n])
+    return statistics.median(ref), statistics.median(m.candidate_samples), (lo, hi)
 
 
 def times_clock(store, node_id: int | None) -> str | None:  # type: ignore[no-untyped-def]

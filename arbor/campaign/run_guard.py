@@ -4,7 +4,9 @@
   persists wall time, so a run killed mid-measurement still counts the time it spent;
 * SIGTERM and SIGHUP (what systemd, Slurm, ``kill`` and a closed terminal send) take the Ctrl-C
   path: the main thread gets a KeyboardInterrupt, the job tree is killed, the node goes back to
-  the queue, the status says ``interrupted`` and the clocks are restored;
+  the queue, the status says ``interrupted`` and the clocks are restored. A signal the process was
+  started with *ignored* stays ignored: ``nohup arbor run ...`` asks the run to outlive its
+  terminal (SIGHUP), as ``... &`` in a non-interactive shell asks it to outlive Ctrl-C;
 * none of them interrupts an import: a KeyboardInterrupt raised while a module initialises leaves
   it half-imported in the process, and the clean-up that follows imports it again (torch, numpy:
   that raises or segfaults — seen in the chaos suite as a SIGTERM ending with SIGSEGV once imports
@@ -95,7 +97,8 @@ def signals_interrupt(seen: list[int] | None = None) -> Iterator[list[int]]:
         if len(seen) == 1:
             raise KeyboardInterrupt(signal.Signals(signum).name)
 
-    caught = STOP_SIGNALS + ((signal.SIGINT,) if signal.getsignal(signal.SIGINT) is signal.default_int_handler else ())
+    caught = tuple(s for s in STOP_SIGNALS if signal.getsignal(s) is not signal.SIG_IGN)  # nohup: SIGHUP stays off
+    caught += (signal.SIGINT,) if signal.getsignal(signal.SIGINT) is signal.default_int_handler else ()
     old = {s: signal.signal(s, handler) for s in caught}
     try:
         yield seen

@@ -401,6 +401,23 @@ def test_a_reference_slowed_only_beside_the_candidate_is_hack_suspected_with_the
     assert (machine.decision, machine.diagnosis) == ("accept", "improved")
 
 
+def test_a_speedup_that_clears_the_bar_without_its_references_slowdown_is_judged_at_that_figure():
+    """Seen twice, a reference slower beside the candidate than alone (6 vs 5, x1.2) is judged out:
+    the remaining gates see the reference's samples divided by the factor, so a real 2x that read
+    2.4x is accepted at 2x (the factor kept in the stats), and a confirmation is asked at 2x, not
+    at the inflated figure. A tax gains the candidate nothing either way."""
+    b, c = samples(6.0, 0.02), samples(2.5, 0.02, seed=1)
+    e = dict(baseline_reference_s=5.0, reference_probe_s=5.0, remeasures_done=1, attempt=3,
+             purpose="remeasure", earlier_taxes=[1.3])
+    j = critic.judge(ev(**e), b, c)
+    assert (j.decision, j.diagnosis) == ("accept", "improved"), j.reason
+    assert j.speedup == pytest.approx(2.0, rel=0.03) and j.stats["reference_tax"] == pytest.approx(1.2, rel=0.02)
+    assert "as it runs alone (2.4" in j.reason
+    assert [g["gate"] for g in j.gates if g.get("tax")] == ["reference"]
+    confirm = HeuristicCritic(CriticConfig(max_cv=0.1, confirm_new_best=True)).judge(ev(**e, best_speedup=1.5), b, c)
+    assert (confirm.decision, confirm.diagnosis) == ("remeasure", "confirm") and confirm.speedup == pytest.approx(2.0, rel=0.03)
+
+
 def test_a_spread_reference_tax_is_not_blamed_on_the_machine():
     """A tax that varies scatters the paired ratios (``unstable``); when the reference also ran
     slow, the re-measurement is preceded by a probe, and a fast probe turns ``unstable`` into

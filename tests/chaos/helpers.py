@@ -38,9 +38,16 @@ def replay_campaign(tmp: Path, name: str = "chaos", evaluations: int = 24, pace:
     return spec
 
 
-def start(*args: str, **env_extra: str) -> subprocess.Popen:
+def _hangup(disposition):  # type: ignore[no-untyped-def]
+    return lambda: signal.signal(signal.SIGHUP, disposition)
+
+
+def start(*args: str, hup=signal.SIG_DFL, **env_extra: str) -> subprocess.Popen:  # type: ignore[no-untyped-def]
+    """``arbor`` as a terminal would start it: SIGHUP at its default even when the suite itself runs
+    under ``nohup`` (an ignored signal is inherited, and Arbor leaves an ignored SIGHUP ignored);
+    ``hup=signal.SIG_IGN`` starts it as ``nohup`` would."""
     return subprocess.Popen([sys.executable, "-m", "arbor", *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=env(**env_extra))
+                            stderr=subprocess.PIPE, text=True, env=env(**env_extra), preexec_fn=_hangup(hup))
 
 
 def run(*args: str, timeout: float = 300, **env_extra: str) -> subprocess.CompletedProcess:

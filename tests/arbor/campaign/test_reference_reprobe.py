@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from arbor.campaign.one_number import paired_estimate
 from arbor.campaign.run import run_campaign
 from arbor.targets.landscape import FORMAT, Landscape
 from arbor.search_tree import open_store
@@ -66,16 +67,44 @@ def test_a_machine_slowed_after_the_baseline_is_reprobed_and_the_candidate_judge
     assert summary.speedup and summary.speedup > 1.9
 
 
+def _with_candidate(ls: Landscape, runs: list[dict]) -> Landscape:
+    return Landscape.model_validate({**ls.model_dump(mode="json"),
+                                     "points": [ls.points[0].model_dump(mode="json"),
+                                                {"knobs": {"K": "B"}, "runs": runs}]})
+
+
 def test_a_candidate_that_slows_its_own_reference_is_named_a_hack(tmp_path):
     """The fresh baseline runs at its usual 1.0 s: the slow reference (1.8 s) was the candidate's
-    doing, and the diagnosis says so with the factor instead of blaming the machine (issue 27)."""
-    summary, cand, root_purposes, reprobes = _campaign(tmp_path, _landscape(tmp_path, [_run(1.0, 1.0)] * 2))
+    doing, and its 1.8x exists only through it (the candidate runs at 1.0 s, as the reference does
+    alone): the diagnosis says so with the factor instead of blaming the machine (issue 27)."""
+    ls = _with_candidate(_landscape(tmp_path, [_run(1.0, 1.0)] * 2), [_run(1.8, 1.0)] * 3)
+    summary, cand, root_purposes, reprobes = _campaign(tmp_path, ls)
     assert "reference" in root_purposes and reprobes and reprobes[0].payload["after_s"] < 1.1
     assert cand.state == "rejected" and cand.diagnosis == "hack_suspected"
     assert "reference slowed inside the candidate's process (x1.80)" in cand.reason
     assert "seen before too (x1.80)" in cand.reason  # named only once it repeated
+    assert "the speedup exists only through it" in cand.reason
     assert root_purposes.count("reference") == 2  # a fresh probe before each look
     assert (summary.speedup or 1.0) == 1.0
+
+
+def test_a_speedup_that_survives_without_the_slowdown_is_kept_at_the_lower_figure(tmp_path):
+    """The reference runs 1.8 s beside the candidate at both looks, 1.0 s alone; the candidate runs
+    at 0.9 s. Whether its process slowed the reference or the load moved between the sandboxes
+    twice (a compiled honest twin read x1.34 then x1.20 on a loaded CI box), the speedup against the
+    reference alone is 1.11x, which clears the bar: accepted at 1.11x, never at the 2x it read
+    beside its slowed reference — a tax gains nothing."""
+    summary, cand, root_purposes, reprobes = _campaign(tmp_path, _landscape(tmp_path, [_run(1.0, 1.0)] * 2))
+    assert cand.state == "accepted" and 1.09 < cand.speedup < 1.13, (cand.diagnosis, cand.reason)
+    assert "as it runs alone (2.000x beside the candidate" in cand.reason and "x1.80 slower" in cand.reason
+    assert root_purposes.count("reference") == 2
+    assert summary.speedup and summary.speedup < 1.13
+    store = open_store(f"sqlite:///{tmp_path / 'd.db'}")
+    try:  # the times shown beside that number are the ones it was judged on
+        ref_s, cand_s, (lo, hi) = paired_estimate(store, cand.id, cand.speedup)
+    finally:
+        store.close()
+    assert 0.97 < ref_s < 1.03 and 0.88 < cand_s < 0.92 and lo <= cand.speedup <= hi
 
 
 def test_a_slowdown_beside_the_candidate_seen_once_is_looked_at_again_not_named(tmp_path):
@@ -91,10 +120,7 @@ def test_a_slowdown_beside_the_candidate_seen_once_is_looked_at_again_not_named(
     random.Random(f"0:{ls.key(cand.knobs)}").shuffle(order)  # the replay's order under seed 0
     runs = [_run(1.8, 0.9)] * 3
     runs[order[2]] = _run(1.0, 0.5)  # the third look: the reference as fast as alone, still 2x
-    ls = Landscape.model_validate({**ls.model_dump(mode="json"),
-                                   "points": [ls.points[0].model_dump(mode="json"),
-                                              {"knobs": {"K": "B"}, "runs": runs}]})
-    summary, cand, root_purposes, reprobes = _campaign(tmp_path, ls)
+    summary, cand, root_purposes, reprobes = _campaign(tmp_path, _with_candidate(ls, runs))
     assert cand.state == "accepted" and 1.9 < cand.speedup < 2.1, (cand.diagnosis, cand.reason)
     assert root_purposes.count("reference") == 2
 
