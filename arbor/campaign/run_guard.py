@@ -10,8 +10,11 @@
 * none of them interrupts an import: a KeyboardInterrupt raised while a module initialises leaves
   it half-imported in the process, and the clean-up that follows imports it again (torch, numpy:
   that raises or segfaults — seen in the chaos suite as a SIGTERM ending with SIGSEGV once imports
-  moved from start-up into the run). A signal that lands during an import is delivered again a
-  moment later, until it lands outside one.
+  moved from start-up into the run). Nor a call into SQLAlchemy: one that landed in a commit,
+  between the database's COMMIT and the connection's own bookkeeping, made SQLAlchemy's clean-up
+  fail an internal assertion, and the run ended with that traceback instead of a clean stop (seen
+  in the chaos suite's SIGTERM points). A signal that lands in either is delivered again a moment
+  later, until it lands outside; store calls take milliseconds.
 """
 
 from __future__ import annotations
@@ -60,10 +63,17 @@ class Heartbeat:
 REDELIVER_S = 0.02
 
 
-def importing(frame) -> bool:  # type: ignore[no-untyped-def]
-    """Whether ``frame`` (the main thread's, as a signal handler receives it) runs inside an import."""
+# libraries whose state an exception raised at an arbitrary bytecode can corrupt (see above)
+UNINTERRUPTIBLE_MODULES = ("sqlalchemy.",)
+
+
+def uninterruptible(frame) -> bool:  # type: ignore[no-untyped-def]
+    """Whether ``frame`` (the main thread's, as a signal handler receives it) runs inside an import
+    or inside SQLAlchemy, where a KeyboardInterrupt must not land."""
     while frame is not None:
         if frame.f_code.co_filename.startswith("<frozen importlib"):
+            return True
+        if str(frame.f_globals.get("__name__") or "").startswith(UNINTERRUPTIBLE_MODULES):
             return True
         frame = frame.f_back
     return False
@@ -79,7 +89,7 @@ def _redeliver(signum: int) -> None:
 def signals_interrupt(seen: list[int] | None = None) -> Iterator[list[int]]:
     """Within the block, SIGTERM/SIGHUP raise KeyboardInterrupt in the main thread (as Ctrl-C),
     and none of them — Ctrl-C included, unless the process was started with it ignored — cuts an
-    import in half (it is delivered again once the import is done). Yields the list (``seen``, if
+    import or a store call in half (it is delivered again once that is done). Yields the list (``seen``, if
     given: the caller holds it before a signal can land) that receives the stop signals seen (for
     the message and the exit code; Ctrl-C is the default 130)."""
     seen = [] if seen is None else seen
@@ -88,7 +98,7 @@ def signals_interrupt(seen: list[int] | None = None) -> Iterator[list[int]]:
         return
 
     def handler(signum, frame):  # type: ignore[no-untyped-def]
-        if importing(frame):
+        if uninterruptible(frame):
             _redeliver(signum)
             return
         if signum == signal.SIGINT:

@@ -55,3 +55,36 @@ def test_outside_an_import_a_stop_signal_interrupts_at_once():
             time.sleep(5)
     assert time.monotonic() - t0 < 1 and seen == [signal.SIGTERM]
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL or callable(signal.getsignal(signal.SIGTERM))
+
+
+def test_a_signal_inside_a_store_commit_lands_after_it(tmp_path):
+    """Seen in the chaos suite: a SIGTERM that landed inside SQLAlchemy's commit made its clean-up
+    fail an internal assertion, and the run ended with a traceback instead of a clean stop. The
+    signal now waits until the call has returned: the row is committed, then the run stops."""
+    import os
+
+    from sqlalchemy import create_engine, event, text
+
+    eng = create_engine(f"sqlite:///{tmp_path / 't.db'}")
+    with eng.begin() as c:
+        c.execute(text("create table t (x int)"))
+
+    def on_commit(conn):  # type: ignore[no-untyped-def]  # called from inside SQLAlchemy's commit
+        os.kill(os.getpid(), signal.SIGTERM)
+        for _ in range(20):
+            time.sleep(0.01)
+
+    event.listen(eng, "commit", on_commit)
+    seen: list[int] = []
+    try:
+        with pytest.raises(KeyboardInterrupt) as stop:
+            with signals_interrupt(seen):
+                with eng.begin() as c:
+                    c.execute(text("insert into t values (1)"))
+                time.sleep(5)  # the interrupt lands here, once the commit is done
+    finally:
+        event.remove(eng, "commit", on_commit)
+    assert stop.value.args == ("SIGTERM",) and seen == [signal.SIGTERM]
+    with eng.connect() as c:
+        assert c.execute(text("select x from t")).all() == [(1,)]
+    eng.dispose()
