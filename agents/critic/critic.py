@@ -56,7 +56,7 @@ class HeuristicCritic(Critic):
                 log.add(name, True, plausibility_note(ev, st, self.config) if name == "plausible"
                         else "passed")
                 continue
-            if outcome.decision == "deflate" and st is not None and tax is None:
+            if outcome.decision == "deflate" and st is not None:
                 # the reference ran slower beside the candidate, twice: the remaining gates judge
                 # the speedup against the reference as it runs alone (env_gate.slowed_in_process)
                 tax = float(outcome.tax or 1.0)
