@@ -6,7 +6,9 @@ verification after the budget was spent) could overrun it by a whole measurement
 loop now starts a step only when the step *and* the final verification still fit: a step is
 expected to take the median candidate's total measurement time (primary plus any re-measures or
 confirmation) times the candidates proposed per step, and the verification the median single
-measurement time for each measurement the best still lacks. Before anything was measured there
+measurement time for each measurement the believed best still lacks — counted by the
+verification's own rule (``final_count.py``): a measurement whose reference drifted from the
+baseline's latest does not count, so it is not assumed to. Before anything was measured there
 is no estimate, and nothing is held back.
 
 With several workers (``executor.workers``) a step returns as soon as its candidate is handed to a
@@ -28,6 +30,7 @@ from collections import defaultdict
 from arbor.sandbox.compile_cache import uses_compiler
 
 from .context import Context
+from .final_count import counted
 
 
 def _durations(ctx: Context) -> tuple[list[float], list[float]]:
@@ -56,8 +59,18 @@ def expected(ctx: Context) -> dict[str, float]:
     if ctx.step_walls:  # what a step really took here, agents and store included
         step = max(step, statistics.median(ctx.step_walls[-10:]))
     wanted = ctx.spec.critic.final_measurements
-    verify = one * max(1, wanted - 2) if wanted >= 2 and ctx.target.verify_best else 0.0
+    verify = one * verify_lacks(ctx, wanted) if wanted >= 2 and ctx.target.verify_best else 0.0
     return {"measurement_s": one, "step_s": step, "verify_s": verify}
+
+
+def verify_lacks(ctx: Context, wanted: int) -> int:
+    """Final measurements the believed best still needs (at least one: contenders are measured
+    too, while they fit). Before any candidate is accepted, a future best is assumed to bring two
+    that count (its first measurement and its confirmation)."""
+    best = ctx.index.best()
+    if best is None or best.parent_id is None:
+        return max(1, wanted - 2)
+    return max(1, wanted - counted(ctx, best.id))
 
 
 def ahead_s(ctx: Context) -> float:

@@ -21,10 +21,10 @@ from __future__ import annotations
 import statistics
 from dataclasses import asdict, dataclass, field
 
-from arbor.agents.critic.env_gate import drift_tolerance, reference_drift
 from arbor.search_tree.records import MeasurementRecord, NodeRecord
 
 from . import compile_times, timing
+from .final_count import Rule, counted, ratio, rule
 from .context import Context
 from .parallel import VERIFY_AHEAD, verify_measure
 
@@ -43,31 +43,13 @@ class Verified:
         return None if self.failed or not self.speedups else statistics.median(self.speedups)
 
 
-def measurement_speedup(m: MeasurementRecord, reference_s: float | None = None,
-                        tolerance: float = 0.0) -> float | None:
-    """median(reference) / median(candidate) of one correct measurement (paired rounds); None when
-    the reference ran slower than ``reference_s`` (the baseline's) allows: an inflated ratio."""
-    if m.status != "ok" or not m.baseline_samples or not m.candidate_samples:
-        return None
-    b, c = statistics.median(m.baseline_samples), statistics.median(m.candidate_samples)
-    if reference_drift(b, reference_s, tolerance):
-        return None
-    return b / c if c > 0 else None
-
-
-def _ratio(ctx: Context, m: MeasurementRecord, ref: tuple[float | None, float] = (None, 0.0)) -> float | None:
-    """A kernel's median time ratio (None when its reference drifted); any other target's own
-    ratio (serving: the paired SLO-throughput ratio, checked by the requests and accuracy gates)."""
-    return measurement_speedup(m, *ref) if ctx.target.reports_times else ctx.target.final_ratio(m)
-
-
-def _verify(ctx: Context, node: NodeRecord, wanted: int, ref: tuple[float | None, float]) -> Verified:
+def _verify(ctx: Context, node: NodeRecord, wanted: int, ref: Rule) -> Verified:
     """Measure ``node`` until it has ``wanted`` trustworthy speedups. A measurement that is not
     correct ends it (failed); one whose reference drifted is not counted, and after ``wanted``
     fresh tries without enough trustworthy ones the node fails verification."""
     out = Verified(node.id)
     ms = ctx.store.measurements(node.id)
-    out.speedups = [s for s in (_ratio(ctx, m, ref) for m in ms) if s is not None]
+    out.speedups = [s for s in (ratio(ctx, m, ref) for m in ms) if s is not None]
     tries = 0
     while len(out.speedups) < wanted and tries < wanted:
         results = _final_results(ctx, node, _next_attempt(ms), min(wanted - len(out.speedups), wanted - tries))
@@ -79,10 +61,10 @@ def _verify(ctx: Context, node: NodeRecord, wanted: int, ref: tuple[float | None
             m = ctx.store.record_measurement(node.id, _next_attempt(ms), "final", result, ctx.runner.name)
             compile_times.note(ctx, node.id, m.attempt, "final", result)
             ms.append(m)
-            if _ratio(ctx, m) is None:
+            if ratio(ctx, m) is None:
                 out.failed = f"{m.error_class or 'no samples'}: {(m.error_text or '').strip()[-300:]}"
                 return out
-            s = _ratio(ctx, m, ref)
+            s = ratio(ctx, m, ref)
             if s is not None:
                 out.speedups.append(s)
     if len(out.speedups) < wanted:
@@ -127,15 +109,9 @@ def _final_results(ctx: Context, node: NodeRecord, attempt: int, missing: int) -
     return [ctx.target.measure(ctx.runner, ctx.source(node.artifact_sha))]
 
 
-def _best_single(ctx: Context, node: NodeRecord, ref: tuple[float | None, float]) -> float:
-    speeds = [s for s in (_ratio(ctx, m, ref) for m in ctx.store.measurements(node.id)) if s is not None]
+def _best_single(ctx: Context, node: NodeRecord, ref: Rule) -> float:
+    speeds = [s for s in (ratio(ctx, m, ref) for m in ctx.store.measurements(node.id)) if s is not None]
     return max(speeds, default=node.speedup or 0.0)
-
-
-def _baseline_reference(ctx: Context) -> float | None:
-    root = ctx.campaign.root_node_id
-    ms = [m for m in ctx.store.measurements(root) if m.status == "ok" and m.baseline_samples] if root else []
-    return statistics.median(ms[-1].baseline_samples) if ms else None
 
 
 def run_final_verification(ctx: Context) -> dict | None:
@@ -148,14 +124,13 @@ def run_final_verification(ctx: Context) -> dict | None:
                        if n.parent_id is not None and n.value is not None), key=lambda n: -(n.value or 0.0))
     if not accepted:
         return None
-    # the same tolerance the Critic's `reference` gate uses
-    ref = (_baseline_reference(ctx), drift_tolerance(ctx.noise_floor or 0.0, ctx.critic.config))
+    ref = rule(ctx)  # the same tolerance the Critic's `reference` gate uses
     done: dict[int, Verified] = {}
     queue = [accepted[0]]
     skipped: list[int] = []
     while queue and len(done) < MAX_VERIFIED:
         node = queue.pop(0)
-        if done and not _time_for(ctx, node, wanted):  # the best's verification is reserved for
+        if done and not _time_for(ctx, node, wanted, ref):  # the best's verification is reserved for
             skipped.append(node.id)  # (timing.py); contenders only run while they still fit
             break
         done[node.id] = v = _verify(ctx, node, wanted, ref)
@@ -177,9 +152,8 @@ def run_final_verification(ctx: Context) -> dict | None:
     return outcome
 
 
-def _time_for(ctx: Context, node: NodeRecord, wanted: int) -> bool:
-    have = len([m for m in ctx.store.measurements(node.id) if m.status == "ok"])
-    need = max(0, wanted - have) * timing.expected(ctx)["measurement_s"]
+def _time_for(ctx: Context, node: NodeRecord, wanted: int, ref: Rule) -> bool:
+    need = max(0, wanted - counted(ctx, node.id, ref)) * timing.expected(ctx)["measurement_s"]
     return need <= timing.time_left(ctx)
 
 

@@ -127,3 +127,43 @@ def test_a_compiled_candidate_is_held_to_its_own_kind_of_duration(tmp_path):
     reason = timing.dispatch_fits(ctx, compiled + "# new\n")
     assert reason is not None and "compiled candidate" in reason
     store.close()
+
+
+@pytest.mark.parametrize("best_reference, lacks", [(1.0, 1), (1.3, 3)])
+def test_the_verification_is_reserved_for_the_measurements_it_will_really_take(tmp_path, best_reference, lacks):
+    """The final verification counts only measurements whose reference stayed near the baseline's
+    latest (final_count.py). Seen on the quickstart: the best's first, re-measurement and
+    confirmation had their reference 16-22% slow (the machine's, as the probe showed, so the Critic
+    judged them on their paired ratios), the verification took three measurements (21 s) where one
+    (7 s) had been reserved, and the campaign ended at 223 s against max_wall_s 210."""
+    from types import SimpleNamespace
+
+    from arbor.agents.critic.gates import CriticConfig
+    from arbor.campaign import timing
+    from arbor.search_tree import open_store
+
+    store = open_store(f"sqlite:///{tmp_path / 'v.db'}")
+    camp = store.get_or_create_campaign("verify", "kernel", {})
+    src = "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return x.relu()\n"
+
+    def measured(node_id: int, attempt: int, ref: float, cand: float) -> None:
+        store.record_measurement(node_id, attempt, "primary", {
+            "status": "ok", "duration_s": 7.0, "baseline_samples": [ref] * 12,
+            "candidate_samples": [cand] * 12}, "local")
+
+    root = store.add_node(camp.id, store.put_artifact("# reference\n" + src, "kernel_source"), "t")
+    measured(root.id, 1, 1.0, 1.0)
+    camp = store.update_campaign(camp.id, root_node_id=root.id)
+    best = store.add_node(camp.id, store.put_artifact(src + "# best\n", "kernel_source"), "t", parent_id=root.id)
+    measured(best.id, 1, best_reference, 0.5)
+    measured(best.id, 2, best_reference, 0.5)
+    ctx = SimpleNamespace(
+        store=store, cid=camp.id, campaign=camp, parallel=None, noise_floor=0.01, step_walls=[],
+        target=SimpleNamespace(verify_best=True, reports_times=True),
+        index=SimpleNamespace(best=lambda: store.get_node(best.id)),
+        critic=SimpleNamespace(config=CriticConfig()),
+        spec=SimpleNamespace(critic=SimpleNamespace(final_measurements=3),
+                             agents=SimpleNamespace(proposals_per_step=1)))
+    assert timing.verify_lacks(ctx, 3) == lacks
+    assert timing.expected(ctx)["verify_s"] == pytest.approx(7.0 * lacks)
+    store.close()
