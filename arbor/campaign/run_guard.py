@@ -14,7 +14,8 @@
   between the database's COMMIT and the connection's own bookkeeping, made SQLAlchemy's clean-up
   fail an internal assertion, and the run ended with that traceback instead of a clean stop (seen
   in the chaos suite's SIGTERM points). A signal that lands in either is delivered again a moment
-  later, until it lands outside; store calls take milliseconds.
+  later, until it lands outside; store calls take milliseconds, so one still inside the store
+  after ``STORE_DEFER_S`` is hung (a database server gone quiet) and the stop lands anyway.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from __future__ import annotations
 import os
 import signal
 import threading
+import time
 import uuid
 from contextlib import contextmanager
 from typing import Iterator
@@ -67,16 +69,20 @@ REDELIVER_S = 0.02
 UNINTERRUPTIBLE_MODULES = ("sqlalchemy.",)
 
 
-def uninterruptible(frame) -> bool:  # type: ignore[no-untyped-def]
-    """Whether ``frame`` (the main thread's, as a signal handler receives it) runs inside an import
-    or inside SQLAlchemy, where a KeyboardInterrupt must not land."""
+STORE_DEFER_S = 5.0  # a stop waits this long at most for a store call to return
+
+
+def uninterruptible(frame) -> str | None:  # type: ignore[no-untyped-def]
+    """``"import"`` or ``"store"`` when ``frame`` (the main thread's, as a signal handler receives
+    it) runs inside an import or inside SQLAlchemy, where a KeyboardInterrupt must not land."""
+    where = None
     while frame is not None:
         if frame.f_code.co_filename.startswith("<frozen importlib"):
-            return True
-        if str(frame.f_globals.get("__name__") or "").startswith(UNINTERRUPTIBLE_MODULES):
-            return True
+            return "import"  # never cut, however long: a half-imported module is worse than a wait
+        if where is None and str(frame.f_globals.get("__name__") or "").startswith(UNINTERRUPTIBLE_MODULES):
+            where = "store"
         frame = frame.f_back
-    return False
+    return where
 
 
 def _redeliver(signum: int) -> None:
@@ -97,10 +103,15 @@ def signals_interrupt(seen: list[int] | None = None) -> Iterator[list[int]]:
         yield seen
         return
 
+    deferred: dict[int, float] = {}  # signal -> when it first landed inside the store
+
     def handler(signum, frame):  # type: ignore[no-untyped-def]
-        if uninterruptible(frame):
+        where = uninterruptible(frame)
+        if where == "import" or (where == "store" and time.monotonic() - deferred.setdefault(
+                signum, time.monotonic()) < STORE_DEFER_S):
             _redeliver(signum)
             return
+        deferred.pop(signum, None)
         if signum == signal.SIGINT:
             raise KeyboardInterrupt
         seen.append(signum)

@@ -88,3 +88,36 @@ def test_a_signal_inside_a_store_commit_lands_after_it(tmp_path):
     with eng.connect() as c:
         assert c.execute(text("select x from t")).all() == [(1,)]
     eng.dispose()
+
+
+def test_a_store_call_that_hangs_does_not_hold_a_stop_for_ever(tmp_path, monkeypatch):
+    """A store call that has not returned within STORE_DEFER_S is hung (a database server gone
+    quiet): the stop lands anyway instead of waiting for it."""
+    import os
+
+    from sqlalchemy import create_engine, event, text
+
+    from arbor.campaign import run_guard
+
+    monkeypatch.setattr(run_guard, "STORE_DEFER_S", 0.2)
+    eng = create_engine(f"sqlite:///{tmp_path / 'h.db'}")
+    with eng.begin() as c:
+        c.execute(text("create table t (x int)"))
+
+    def hung(conn):  # type: ignore[no-untyped-def]
+        os.kill(os.getpid(), signal.SIGTERM)
+        for _ in range(300):  # 3 s inside SQLAlchemy's commit
+            time.sleep(0.01)
+
+    event.listen(eng, "commit", hung)
+    t0 = time.monotonic()
+    try:
+        with pytest.raises(BaseException):
+            with signals_interrupt([]):
+                with eng.begin() as c:
+                    c.execute(text("insert into t values (1)"))
+                time.sleep(5)
+    finally:
+        event.remove(eng, "commit", hung)
+        eng.dispose()
+    assert time.monotonic() - t0 < 1.5  # not the 3 s the call would have taken
