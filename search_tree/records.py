@@ -81,6 +81,14 @@ class VerdictRecord:
     agent: str
     created_at: datetime
 
+    @property
+    def stats(self) -> dict:
+        """The Critic's statistics: they travel in the verdict's gate log (its last entry)."""
+        for g in reversed(self.gates or []):
+            if isinstance(g, dict) and isinstance(g.get("stats"), dict):
+                return g["stats"]
+        return {}
+
 
 @dataclass(frozen=True)
 class EventRecord:

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 
-from .evidence import CriticConfig, Evidence, GateOutcome, remeasure_or_reject
+from .evidence import CriticConfig, Evidence, GateOutcome, noise_margin, remeasure_or_reject
 
 IDENTITY_KEYS = ("host", "kernel", "device", "device_name", "gpu_name", "cpu_model", "num_threads",
                  "torch", "gpu_driver", "cuda_runtime", "governor", "cpu_max_khz", "clock_mode", "host_allocator")
@@ -293,7 +293,7 @@ def slowed_in_process(ev: Evidence, st, cfg: CriticConfig) -> GateOutcome | None
                            "the slowdown repeats (a load change between the two measurements does not)",
                            purpose="remeasure", reprobe=True, tax=round(factor, 4))
     before = ", ".join(f"x{f:.2f}" for f in ev.earlier_taxes)
-    bar = 1.0 + max(ev.noise_floor, st.aa_noise)
+    bar = 1.0 + noise_margin(ev, st)  # gate_significant's bar, on the deflated ratio
     kept, kept_low = st.speedup / factor, st.ci_low / factor
     if kept_low > bar and kept >= cfg.min_speedup:
         return GateOutcome("deflate", "reference_tax", f"reference slower beside the candidate {seen}; seen "

@@ -111,6 +111,12 @@ class GateLog:
         self.entries.append({"gate": name, "passed": passed, "reason": reason})
 
 
+def noise_margin(ev: Evidence, st) -> float:  # type: ignore[no-untyped-def]
+    """How far above 1.0 a speedup's CI must lie: the campaign baseline's A/A noise floor or this
+    run's own A/A, whichever is larger."""
+    return max(ev.noise_floor, st.aa_noise)
+
+
 def remeasure_or_reject(ev: Evidence, cfg: CriticConfig, diagnosis: str, reason: str,
                         reprobe: bool = False) -> GateOutcome:
     """Transient trouble (noise, throttling) earns a re-measurement, once; then a rejection.

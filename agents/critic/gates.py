@@ -28,7 +28,7 @@ from __future__ import annotations
 import math
 
 from .env_gate import gate_env, gate_reference, slow_reference, slowed_in_process
-from .evidence import CriticConfig, Evidence, GateLog, GateOutcome, remeasure_or_reject
+from .evidence import CriticConfig, Evidence, GateLog, GateOutcome, noise_margin, remeasure_or_reject
 from .plausibility import gate_plausible
 from .stats import SampleStats
 
@@ -107,7 +107,7 @@ def gate_significant(ev: Evidence, st: SampleStats | None, cfg: CriticConfig) ->
     if ev.is_root or st is None:
         return None
     ci = f"{st.speedup:.3f}x [{st.ci_low:.3f}, {st.ci_high:.3f}]"
-    noise = max(ev.noise_floor, st.aa_noise)
+    noise = noise_margin(ev, st)
     # parent and child come from different runs, so allow the noise margin before calling it slower
     if st.ci_high * (1.0 + max(noise, cfg.min_speedup - 1.0)) < ev.parent_speedup:
         return GateOutcome("reject", "regression",

@@ -25,8 +25,8 @@ def paired_estimate(store, node_id: int, speedup: float) -> tuple[float, float, 
           if m.status == "ok" and m.baseline_samples and m.candidate_samples]
     if not ms:
         return None
-    taxes = {v.measurement_id: float(g["stats"]["reference_tax"]) for v in store.verdicts(node_id)
-             for g in v.gates or [] if isinstance(g.get("stats"), dict) and g["stats"].get("reference_tax")}
+    taxes = {v.measurement_id: float(v.stats["reference_tax"]) for v in store.verdicts(node_id)
+             if v.stats.get("reference_tax")}
 
     def reference(m) -> list[float]:  # type: ignore[no-untyped-def]
         tax = taxes.get(m.id, 1.0)

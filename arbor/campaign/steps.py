@@ -162,9 +162,10 @@ def measure(ctx: Context, state: LoopState) -> LoopState:
         if spilled is not None:
             purpose, result = spilled["purpose"], spilled["result"]
         else:
+            e = timing.expected(ctx)  # once: it reads the campaign's measurements
             ctx.report("measuring", {"node": node, "attempt": attempt, "purpose": purpose,
-                                     "expected_s": timing.expected(ctx)["measurement_s"] or None,
-                                     "eta_s": timing.eta_s(ctx, ctx.flush_elapsed())})
+                                     "expected_s": e["measurement_s"] or None,
+                                     "eta_s": timing.eta_s(ctx, ctx.flush_elapsed(), e)})
             result = _measure_beating(ctx, node.artifact_sha)
         _record(ctx, nid, attempt, purpose, result)
         if attempt == 1 and node.parent_id is not None:

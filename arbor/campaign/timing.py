@@ -82,10 +82,10 @@ def ahead_s(ctx: Context) -> float:
     return e["step_s"] + e["verify_s"]
 
 
-def eta_s(ctx: Context, elapsed_s: float) -> float | None:
+def eta_s(ctx: Context, elapsed_s: float, e: dict[str, float] | None = None) -> float | None:
     """Expected seconds until the campaign ends (budget of evaluations or of wall time, whichever
-    comes first, plus the final verification)."""
-    e = expected(ctx)
+    comes first, plus the final verification); ``e``: ``expected(ctx)`` when the caller has it."""
+    e = expected(ctx) if e is None else e
     if not e["step_s"]:
         return None
     b = ctx.spec.budget

@@ -37,11 +37,7 @@ TOP = 8  # accepted nodes kept as the expandable frontier shown in the tree pane
 
 
 def verdict_stats(v: VerdictRecord) -> dict:
-    """The Critic's statistics travel in the verdict's gate log (its last entry)."""
-    for g in reversed(v.gates or []):
-        if isinstance(g, dict) and isinstance(g.get("stats"), dict):
-            return g["stats"]
-    return {}
+    return v.stats
 
 
 @dataclass

@@ -19,10 +19,7 @@ BIG = 10**9
 
 
 def verdict_stats(v: VerdictRecord) -> dict:
-    for g in reversed(v.gates or []):
-        if isinstance(g, dict) and isinstance(g.get("stats"), dict):
-            return g["stats"]
-    return {}
+    return v.stats
 
 
 # Readings that change from one measurement to the next on the same machine (load, GPU clocks and
