@@ -335,8 +335,16 @@ def _compare_by_definition(r: torch.Tensor, c: torch.Tensor, atol, rtol, fractio
     return res
 
 
-def test_the_fast_comparison_gives_the_definitions_answer_exactly():
+@pytest.mark.parametrize("chunk", [None, 3, 64])
+def test_the_fast_comparison_gives_the_definitions_answer_exactly(chunk, monkeypatch):
+    """Also in chunks smaller than the outputs (the CPU path compares 2^16 elements at a time):
+    a NaN, an outlier, a zero or a constant in any chunk but the first gives the same answer."""
     import random
+
+    from arbor.sandbox.harness import kernel_checks
+
+    if chunk is not None:
+        monkeypatch.setattr(kernel_checks, "_CHUNK", chunk)
 
     rng = random.Random(0)
     for k in range(600):
