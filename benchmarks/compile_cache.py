@@ -10,7 +10,11 @@ the same candidate without the cache (first and confirmation) and the eager refe
     python -m benchmarks.compile_cache                        # l1_06_softmax
     python -m benchmarks.compile_cache --problem l2_10_gemm_swish_scale_add --size-scale 1.5
 
-Goal: the confirmation measurement takes at most 40% of the first (job wall time). Writes
+Goal: the confirmation measurement takes at most 40% of the first (job wall time). The runner's
+warm worker imports Dynamo and Inductor once, before its first compiled job (``worker_warm_compiler``,
+paid outside that job): the goal is judged against the first measurement's job alone — what every
+later compiled candidate's first measurement costs — and the ratio against the first plus that
+import (the campaign's first compiled candidate) is printed beside it. Writes
 ``benchmarks/results/compile_cache.json`` with the load average beside every measurement.
 """
 
@@ -83,7 +87,12 @@ def summarize(rows: list[dict]) -> dict:
     control = next((r for r in rows if r["arm"] == "uncached" and r["purpose"] == "confirm"), None)
     finals = [r["x_first"] for r in rows if r["arm"] == "cached" and r["purpose"] == "final"]
     ratio = confirm["x_first"] if confirm else None
-    return {"confirm_over_first": ratio, "uncached_confirm_over_first": control["x_first"] if control else None,
+    cached_first = next((r for r in rows if r["arm"] == "cached" and r["purpose"] == "first"), None)
+    warm = (cached_first or {}).get("phases", {}).get("worker_warm_compiler", 0.0)
+    with_import = (round(confirm["job_s"] / (cached_first["job_s"] + warm), 3)
+                   if confirm and cached_first else None)
+    return {"confirm_over_first": ratio, "confirm_over_first_with_compiler_import": with_import,
+            "compiler_import_s": warm, "uncached_confirm_over_first": control["x_first"] if control else None,
             "finals_over_first": finals, "goal": GOAL, "met": ratio is not None and ratio <= GOAL}
 
 
@@ -106,7 +115,9 @@ def main(argv: list[str] | None = None) -> int:
                        ("x_first", "x first"), ("first_call_s", "first call s"), ("cache", "cache"),
                        ("load", "load")]))
     print(f"\ncompiled winner's confirmation: {fmt(summ['confirm_over_first'], 3)} of its first measurement "
-          f"(goal <= {GOAL}: {'met' if summ['met'] else 'NOT met'}); without the cache "
+          f"(goal <= {GOAL}: {'met' if summ['met'] else 'NOT met'}); "
+          f"{fmt(summ['confirm_over_first_with_compiler_import'], 3)} of it with the worker's one-time "
+          f"compiler import ({fmt(summ['compiler_import_s'], 2)} s); without the cache "
           f"{fmt(summ['uncached_confirm_over_first'], 3)}; finals {summ['finals_over_first']}")
     load1 = os.getloadavg()
     print(f"load average at start {load0[0]:.2f}, at end {load1[0]:.2f}")

@@ -14,6 +14,9 @@ What can go wrong, and what the runner then does:
 * a script cannot be warmed (its warm() failed, or left the worker unsafe to fork: a thread, a
   GPU driver) — ``WorkerError``: its jobs run as fresh processes from then on, and the runner says
   so once (a notice); a worker left unsafe is killed;
+* an extra of its warm-up (``PythonEntry.extras``) fails — the job runs in the worker without it
+  (it imports what it needs itself) and that extra is not asked for again; one that left the
+  worker unsafe kills the worker, the job runs fresh, and the next worker is never asked for it;
 * the worker dies or stops answering before the child started — ``WorkerError``: the job has not
   run; the worker is killed and the job runs as a fresh process;
 * the worker refuses the job (its isolation could not be prepared, or the child could not be set
@@ -45,8 +48,8 @@ from .jobio import rmtree, safe_relpath, scrubbed_env
 from .proctree import WORKER_VAR
 from .runner import Job
 
-__all__ = ["ForkServer", "WarmPool", "WorkerError", "WorkerRefused", "WorkerLost", "WORKER_PREFIX",
-           "warm_argv"]
+__all__ = ["ForkServer", "WarmPool", "WorkerError", "WorkerRefused", "WorkerLost", "ExtraFailed",
+           "WORKER_PREFIX", "warm_argv"]
 
 WORKER_PREFIX = "arbor-warm-"  # its directory: <base tmp>/arbor-warm-<owner pid>-<random>
 _WORKER_SCRIPT = Path(__file__).with_name("warm_worker.py")
@@ -64,6 +67,14 @@ class WorkerRefused(RuntimeError):
 
 class WorkerLost(RuntimeError):
     """The worker died while its child ran the job."""
+
+
+class ExtraFailed(RuntimeError):
+    """An extra of a script's warm-up failed; ``unsafe``: it left the worker unfit (now killed)."""
+
+    def __init__(self, why: str, unsafe: bool) -> None:
+        super().__init__(why)
+        self.unsafe = unsafe
 
 
 def warm_argv(job: Job) -> tuple[list[str], list[str]] | None:
@@ -127,6 +138,7 @@ class ForkServer:
         self.files: dict[str, bytes] = {}  # every loaded script's files: a name means one content
         self.loaded: dict[str, float] = {}  # entry id -> its warm-up seconds
         self.pending: dict[str, float] = {}  # entry id -> when its load was sent (not answered yet)
+        self.extras: dict[tuple[str, str], float] = {}  # (entry id, extra) -> its warm-up seconds
         self.proc: subprocess.Popen | None = None
         self.sock: socket.socket | None = None
         self.pid: int | None = None
@@ -205,6 +217,31 @@ class ForkServer:
             raise WorkerError(str(why))
         self.loaded[eid] = time.monotonic() - t0
         return self.loaded[eid]
+
+    def warm_extra(self, job: Job, name: str) -> float:
+        """Run the extra ``name`` of ``job``'s (loaded) script here, once; returns its seconds
+        (0.0 when done before). Raises ``ExtraFailed`` (the worker still usable unless ``unsafe``,
+        when it has been killed) or ``WorkerError``."""
+        eid = entry_id(job)
+        if (eid, name) in self.extras:
+            return 0.0
+        if self.sock is None:
+            raise WorkerError("the warm worker is gone")
+        t0 = time.monotonic()
+        try:
+            wire.send(self.sock, {"op": "extra", "entry": eid, "name": name})
+        except OSError as exc:
+            self.kill()
+            raise WorkerError(f"the warm worker is gone ({exc})") from None
+        msg = self._recv(self.load_timeout_s)
+        if msg is None or "extra_done" not in msg:
+            why = (msg or {}).get("extra_failed") or self._log_tail() or "the warm worker died or did not answer"
+            unsafe = msg is None or bool(msg.get("unsafe"))
+            if unsafe:
+                self.kill()
+            raise ExtraFailed(str(why), unsafe)
+        self.extras[(eid, name)] = time.monotonic() - t0
+        return self.extras[(eid, name)]
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
@@ -308,7 +345,9 @@ class WarmPool:
         self.base_tmp = base_tmp
         self.workers: list[tuple[tuple, ForkServer]] = []  # (worker key, server), most recently used last
         self.refused: dict[tuple, str] = {}  # (worker key, entry id) -> why
+        self.refused_extras: dict[tuple, str] = {}  # (worker key, entry id, extra) -> why
         self.last_warm_s = 0.0  # what the last ``get`` waited for (a start, a script's warm-up)
+        self.last_extras: dict[str, float] = {}  # the extras the last ``get`` ran -> their seconds
 
     def _find(self, job: Job, key: tuple) -> ForkServer | None:
         for i, (k, server) in enumerate(self.workers):
@@ -329,21 +368,39 @@ class WarmPool:
 
     def get(self, job: Job) -> ForkServer | None:
         t0 = time.monotonic()
-        self.last_warm_s = 0.0
+        self.last_warm_s, self.last_extras = 0.0, {}
         key = worker_key(job)
         if key is None or (key, entry_id(job)) in self.refused:
             return None
         server = self._find(job, key) or self._new(job, key)
         try:
             server.load(job)
+            return server if self._extras(job, key, server) else None
         except (WorkerError, OSError) as exc:
             self.refused[(key, entry_id(job))] = str(exc)
             if not server.alive():
-                self._drop(next(i for i, (_k, s) in enumerate(self.workers) if s is server))
+                self.drop(server)
             return None
         finally:
             self.last_warm_s = time.monotonic() - t0
-        return server
+
+    def _extras(self, job: Job, key: tuple, server: ForkServer) -> bool:
+        """Run the job's extras in ``server``; False when one left it unsafe (the job runs fresh)."""
+        assert job.entry is not None
+        for name in job.entry.extras:
+            if (key, entry_id(job), name) in self.refused_extras:
+                continue
+            try:
+                spent = server.warm_extra(job, name)
+            except ExtraFailed as exc:
+                self.refused_extras[(key, entry_id(job), name)] = str(exc)
+                if exc.unsafe:
+                    self.drop(server)
+                    return False
+                continue
+            if spent:
+                self.last_extras[name] = spent
+        return True
 
     def launch(self, job: Job) -> bool:
         """Start warming ``job``'s script without waiting for it (a campaign getting ready: the

@@ -13,12 +13,12 @@ import json
 import secrets
 import signal
 import sys
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 
 from arbor.sandbox import vec_isa
 from arbor.sandbox.compile_cache import (ARCHIVE_IN, ARCHIVE_OUT, CompileCache, default_cache, lookup,
-                                         uses_compiler)
+                                         uses_compiler, uses_dynamo)
 from arbor.sandbox.gpu import check_identity
 from arbor.sandbox.request_peaks import check_peaks, keep_peaks, with_peaks
 from arbor.sandbox.runner import Job, JobResult, PythonEntry, Runner
@@ -30,9 +30,15 @@ HARNESS_PATH = Path(__file__).parent / "harness" / "kernel_harness.py"
 # Shipped beside the harness and loaded by path in the child (never imported from Arbor there).
 HARNESS_MODULES = ("kernel_checks.py", "integrity.py", "process_state.py", "registries.py", "liveness.py",
                    "timing.py", "calibration.py", "clock_watch.py", "cost.py", "fingerprint.py", "correctness.py",
-                   "batch.py", "allocator.py", "compile_cache.py")
-# a runner may start the harness warm (forked from a worker that imported torch once)
+                   "batch.py", "allocator.py", "compile_cache.py", "compiler_warm.py")
+# a runner may start the harness warm (forked from a worker that imported torch once); a job whose
+# candidate (or problem) compiles with torch.compile asks for Dynamo and Inductor imported too
 HARNESS_ENTRY = PythonEntry("kernel_harness.py", HARNESS_MODULES)
+COMPILER_ENTRY = replace(HARNESS_ENTRY, extras=("compiler",))
+
+
+def harness_entry(*sources: str) -> PythonEntry:
+    return COMPILER_ENTRY if any(uses_dynamo(s) for s in sources) else HARNESS_ENTRY
 ERROR_CLASSES = ("compile_error", "runtime_error", "timeout", "oom", "incorrect", "hack_suspected",
                  "harness_error")
 _HARNESS_NAME = "kernel_harness.py"
@@ -157,7 +163,7 @@ def build_job(req: KernelRequest, nonce: str, cache_key: str | None = None, arch
         # A CUDA context reserves far more virtual address space than it uses: RLIMIT_AS would
         # make every GPU run fail, so GPU memory is bounded by the device (and Docker) instead.
         memory_bytes=None if cuda else req.memory_bytes,
-        entry=HARNESS_ENTRY,
+        entry=harness_entry(req.candidate_source, req.problem_source),
     )
 
 
@@ -359,7 +365,8 @@ def measure_kernels(runner: Runner, reqs: list[KernelRequest]) -> list[KernelMea
         batch = Job(argv=jobs[0].argv, files=files, timeout_s=sum(r.timeout_s for _, r, _ in todo) + 30,
                     collect=[f"{p}-{k}.{e}" for k in range(len(todo))
                              for p, e in (("result", "json"), ("status", "json"), ("stderr", "txt"))],
-                    memory_bytes=None if None in limits else max(limits), entry=jobs[0].entry)
+                    memory_bytes=None if None in limits else max(limits),
+                    entry=harness_entry(*(r.candidate_source for _, r, _ in todo)))
         res = runner.run(batch)
         for k, (i, r, nonce) in enumerate(todo):
             out[i] = m = _finish(_child_result(res, k), r, nonce)

@@ -231,6 +231,7 @@ class LocalRunner(Runner):
             if server is None:
                 return self._attempt(job, plan, None)
             waited = self.warm.last_warm_s  # a worker's start or a script's warm-up, paid once
+            extras = dict(self.warm.last_extras)  # of which: warm-up extras this job asked for first
             try:
                 res = self._attempt(job, plan, server)
             except (WorkerError, WorkerLost) as exc:  # the job did not run, or died with the worker
@@ -238,6 +239,7 @@ class LocalRunner(Runner):
                 res.notes.append(f"warm worker: {exc}; the job ran as a fresh process")
                 return res
             res.phase_times["worker_start"] = waited
+            res.phase_times.update({f"worker_warm_{name}": s for name, s in extras.items()})
             return res
         finally:
             self._warm_lock.release()
@@ -246,12 +248,16 @@ class LocalRunner(Runner):
         """A ready warm worker for ``job``, or None (a fresh process). A kind of job whose worker
         could not start says so once, as a notice, and runs fresh from then on."""
         assert self.warm is not None
-        refused = len(self.warm.refused)
+        refused, refused_extras = len(self.warm.refused), len(self.warm.refused_extras)
         server = self.warm.get(job)
         if len(self.warm.refused) > refused:
             why = list(self.warm.refused.values())[-1]
             self.notices.append(f"local sandbox: {why} — such jobs start as fresh processes (slower: "
                                 "each imports torch)")
+        if len(self.warm.refused_extras) > refused_extras:
+            (_key, _eid, name), why = list(self.warm.refused_extras.items())[-1]
+            self.notices.append(f"local sandbox: the warm worker's '{name}' warm-up failed ({why}) — jobs that "
+                                "need it import it themselves (slower, same results)")
         return server
 
     def _attempt(self, job: Job, plan: isolation.IsolationPlan, server: ForkServer | None) -> JobResult:

@@ -46,11 +46,17 @@ class PythonEntry:
     the same content (the script and ``modules``, the other job files it loads at start-up),
     instead of executing ``argv`` afresh; the job's workdir, files, environment, limits and
     isolation stay exactly what they would have been. Runners that cannot (Docker) ignore it.
+
+    ``extras`` names optional parts of the warm-up this job would use (the script's
+    ``warm_<name>()``, e.g. ``compiler`` for a candidate that calls ``torch.compile``): a warm
+    runner runs each once per worker before forking this job, so only the first job that needs
+    one pays for it. They never change what the job computes, only what it finds imported.
     docs/architecture.md#sandboxes
     """
 
     script: str
     modules: tuple[str, ...] = ()
+    extras: tuple[str, ...] = ()
 
 
 @dataclass

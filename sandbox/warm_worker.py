@@ -21,12 +21,18 @@ stdout/stderr pipes travel with the run message as SCM_RIGHTS). Messages:
     worker -> runner  {"ready": true, "pid"}
     runner -> worker  {"op": "load", "entry", "dir", "script"}
     worker -> runner  {"loaded": entry, "warm_s"} | {"load_failed": "one line", "unsafe": bool}
+    runner -> worker  {"op": "extra", "entry", "name"}
+    worker -> runner  {"extra_done": name, "warm_s"} | {"extra_failed": "one line", "unsafe": bool}
     runner -> worker  {"op": "run", "entry", "workdir", "argv", "env", "plan", "read_paths", "abi",
                        "rlimits", "cgroup_procs", "affinity"}  + 2 fds
     worker -> runner  {"started": pid, "setup_s"} | {"refused": "one line"}
                       then {"exited": pid, "returncode"}  (Popen's convention: -N for signal N)
 
-A script whose ``warm()`` leaves a thread running or loads a GPU driver makes the worker unsafe to
+An *extra* is an optional part of a script's warm-up (``warm_<name>()``, e.g. the kernel harness's
+``warm_compiler``: Dynamo's and Inductor's modules, 2-3 s a compiled job) that only some of its
+jobs use: the runner asks for it once, before the first job that names it (``PythonEntry.extras``).
+
+A script whose ``warm()`` (or an extra) leaves a thread running or loads a GPU driver makes the worker unsafe to
 fork (``unsafe``): the runner kills it and runs that script's jobs as fresh processes.
 
 EOF on the socket (the runner closed it, or died however it died) makes the worker kill the
@@ -142,6 +148,8 @@ class Worker:
             try:
                 if msg.get("op") == "load" and not fds:
                     self.load(msg)
+                elif msg.get("op") == "extra" and not fds and msg.get("entry") in self.entries:
+                    self.extra(msg)
                 elif msg.get("op") == "run" and len(fds) == 2 and msg.get("entry") in self.entries:
                     self.run(msg, fds)
                 else:
@@ -169,6 +177,30 @@ class Worker:
             return
         self.entries[entry_id] = (module, msg["dir"])
         send(self.sock, {"loaded": entry_id, "warm_s": time.perf_counter() - t0})
+
+    def extra(self, msg: dict) -> None:
+        """Run one named extra of a loaded script's warm-up (``warm_<name>()``), as ``load`` runs
+        ``warm()``: a failure or an unsafe state is told to the runner, which decides."""
+        t0 = time.perf_counter()
+        name = str(msg.get("name") or "")
+        module, _dir = self.entries[str(msg["entry"])]
+        fn = getattr(module, f"warm_{name}", None) if name.isidentifier() else None
+        if not callable(fn):
+            send(self.sock, {"extra_failed": f"no warm-up named {name[:60]!r} in this script", "unsafe": False})
+            return
+        try:
+            fn()
+        except BaseException as exc:  # noqa: BLE001  told to the runner: the job imports it itself
+            # it may have imported part of what it meant to, with the worker's folders: unfit
+            traceback.print_exc()
+            send(self.sock, {"extra_failed": f"warm_{name}() failed: {type(exc).__name__}: {exc}"[:2000],
+                             "unsafe": True})
+            return
+        why = _unsafe()
+        if why:
+            send(self.sock, {"extra_failed": f"warm_{name}() left the worker unsafe to fork: {why}", "unsafe": True})
+            return
+        send(self.sock, {"extra_done": name, "warm_s": time.perf_counter() - t0})
 
     def run(self, job: dict, stdio: list[int]) -> None:
         t0 = time.perf_counter()
@@ -299,6 +331,10 @@ class Worker:
         tempfile = sys.modules.get("tempfile")
         if tempfile is not None:
             tempfile.tempdir = None  # recomputed from the job's TMPDIR
+        for module, _dir in self.entries.values():  # what a script's warm-up computed from the
+            hook = getattr(module, "after_fork", None)  # worker's folders, made the job's
+            if callable(hook):
+                hook()
         np = sys.modules.get("numpy")
         if np is not None:  # Python's random reseeds itself after fork; numpy's global state does not
             np.random.seed()

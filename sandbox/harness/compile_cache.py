@@ -99,14 +99,35 @@ def _safe_name(name: str) -> bool:
     return 0 < len(parts) <= 12 and all(_SAFE_PART.match(p) and p not in (".", "..") for p in parts)
 
 
+def _inductor_config(path: str):  # type: ignore[no-untyped-def]
+    """Inductor's (or AOT autograd's) config module when this process has imported it already
+    (a warm worker's ``compiler`` extra: ``kernel_harness.warm_compiler``), else None. Settings it
+    read from the environment at import must then be set on it too."""
+    return sys.modules.get(path)
+
+
+def _precompiled_headers_off() -> None:
+    os.environ.setdefault("TORCHINDUCTOR_CPP_CACHE_PRECOMPILE_HEADERS", "0")
+    config = _inductor_config("torch._inductor.config")
+    if config is not None:  # read at import as this expression (a setting the job gave wins)
+        config.cpp_cache_precompile_headers = os.environ["TORCHINDUCTOR_CPP_CACHE_PRECOMPILE_HEADERS"] == "1"
+
+
+def _vec_isa_ok() -> None:
+    os.environ["TORCHINDUCTOR_VEC_ISA_OK"] = "1"
+    config = _inductor_config("torch._inductor.config")
+    if config is not None:
+        config.cpp.vec_isa_ok = True
+
+
 def _skip_per_process_work(spec: dict) -> bool:
     """Turn off Inductor's precompiled header (see the module docstring) and, when the host's
     verdict holds for this very environment (``spec["vec_isa_ok"]`` and ``spec["environment"]``:
     ``sandbox/vec_isa.py``), its vector-ISA probe. Neither changes the code Inductor generates,
     only its compile time. True when the host's verdict was taken."""
-    os.environ.setdefault("TORCHINDUCTOR_CPP_CACHE_PRECOMPILE_HEADERS", "0")
+    _precompiled_headers_off()
     if spec.get("vec_isa_ok") is True and spec.get("environment") == environment():
-        os.environ["TORCHINDUCTOR_VEC_ISA_OK"] = "1"
+        _vec_isa_ok()
         return True
     return False
 
@@ -154,8 +175,14 @@ class JobCache:
         os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(self.root, "inductor")
         os.environ["TRITON_CACHE_DIR"] = os.path.join(self.root, "triton")
         # the FX graph and AOT autograd caches are on by default; say so in case a build defaults off
-        os.environ.setdefault("TORCHINDUCTOR_FX_GRAPH_CACHE", "1")
-        os.environ.setdefault("TORCHINDUCTOR_AUTOGRAD_CACHE", "1")
+        for var, module, attr in (("TORCHINDUCTOR_FX_GRAPH_CACHE", "torch._inductor.config", "fx_graph_cache"),
+                                  ("TORCHINDUCTOR_AUTOGRAD_CACHE", "torch._functorch.config",
+                                   "enable_autograd_cache")):
+            if var not in os.environ:
+                os.environ[var] = "1"
+                config = _inductor_config(module)
+                if config is not None:  # imported already: it read the variable's absence
+                    setattr(config, attr, True)
         if _skip_per_process_work(self.spec):  # the host probed this machine and torch once
             self.vec_isa_ok = True
             self.stats["isa"] = "host"
@@ -225,7 +252,7 @@ class JobCache:
         self.stats.update(status="hit", restored=len(self.restored))
         if manifest.get("vec_isa_ok") is True:
             self.vec_isa_ok = True
-            os.environ["TORCHINDUCTOR_VEC_ISA_OK"] = "1"
+            _vec_isa_ok()
 
     def _files(self) -> dict[str, str]:
         out: dict[str, str] = {}

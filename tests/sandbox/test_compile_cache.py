@@ -13,6 +13,7 @@ import importlib.util
 import io
 import json
 import os
+import sys
 import zipfile
 from dataclasses import replace
 from pathlib import Path
@@ -328,3 +329,32 @@ def test_activation_points_inductor_at_the_cache_and_skips_per_process_work(tmp_
     again = mod.JobCache({"key": "k" * 64, "in": str(tmp_path / "b" / "in.zip"), "out": "o.zip"}, str(tmp_path / "b"))
     again.activate()
     assert again.stats["status"] == "hit" and os.environ["TORCHINDUCTOR_VEC_ISA_OK"] == "1"
+
+
+def test_settings_inductor_read_at_import_are_set_on_its_config_when_it_is_loaded_already(tmp_path, monkeypatch):
+    """A warm worker's ``compiler`` extra imports Inductor before the job sets its variables: the
+    job then sets the same values on the config objects (else every process would preprocess the
+    precompiled header again, ~15 s, and probe the ISA). A value the job's environment gave wins."""
+    import types
+
+    for n in ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR", "TORCHINDUCTOR_CPP_CACHE_PRECOMPILE_HEADERS",
+              "TORCHINDUCTOR_VEC_ISA_OK", "TORCHINDUCTOR_FX_GRAPH_CACHE", "TORCHINDUCTOR_AUTOGRAD_CACHE"):
+        monkeypatch.setenv(n, "x")
+        monkeypatch.delenv(n)
+    config = types.ModuleType("torch._inductor.config")
+    config.cpp_cache_precompile_headers, config.fx_graph_cache = True, False
+    config.cpp = types.SimpleNamespace(vec_isa_ok=None)
+    functorch_config = types.ModuleType("torch._functorch.config")
+    functorch_config.enable_autograd_cache = False
+    monkeypatch.setitem(sys.modules, "torch._inductor.config", config)
+    monkeypatch.setitem(sys.modules, "torch._functorch.config", functorch_config)
+    mod = _harness_module()
+    env = mod.environment()
+    job = mod.JobCache({"key": "k" * 64, "in": None, "out": str(tmp_path / "o.zip"), "vec_isa_ok": True,
+                        "environment": env}, str(tmp_path))
+    job.activate()
+    assert config.cpp_cache_precompile_headers is False and config.cpp.vec_isa_ok is True
+    assert config.fx_graph_cache is True and functorch_config.enable_autograd_cache is True
+    monkeypatch.setenv("TORCHINDUCTOR_CPP_CACHE_PRECOMPILE_HEADERS", "1")  # the job's own choice
+    mod.settle({"inductor": {}})
+    assert config.cpp_cache_precompile_headers is True

@@ -31,11 +31,31 @@ ENTRY = textwrap.dedent('''
     import json, os, signal, socket, subprocess, sys, threading, time
 
     WARMED = None
+    EXTRA = None  # set by the 'ok' extra, in the worker
+    AFTER = None  # set in each child by after_fork, from the job's environment
 
 
     def warm():
         global WARMED
         WARMED = os.getpid()  # the worker's pid, seen by every child forked from it
+
+
+    def warm_ok():
+        global EXTRA
+        EXTRA = os.getpid()
+
+
+    def warm_fail():
+        raise ImportError("half imported")
+
+
+    def warm_thread():
+        threading.Thread(target=time.sleep, args=(60,), daemon=True).start()
+
+
+    def after_fork():
+        global AFTER
+        AFTER = os.environ.get("TMPDIR")
 
 
     def attempt(fn):
@@ -55,6 +75,7 @@ ENTRY = textwrap.dedent('''
         if mode == "probe":
             proc_env = open("/proc/self/environ", "rb").read().decode(errors="replace")
             write({"pid": os.getpid(), "ppid": os.getppid(), "warmed": WARMED, "cwd": os.getcwd(),
+                   "extra": EXTRA, "after": AFTER,
                    "env": dict(os.environ), "proc_env": proc_env, "argv": sys.argv, "file": __file__,
                    "fds": sorted(int(f) for f in os.listdir("/proc/self/fd")),
                    "pgid": os.getpgid(0), "sid": os.getsid(0), "affinity": sorted(os.sched_getaffinity(0))})
@@ -102,9 +123,10 @@ ENTRY = textwrap.dedent('''
 ''')
 
 
-def job(*args: str, timeout_s: float = 30, entry: str = ENTRY, env: dict | None = None) -> Job:
+def job(*args: str, timeout_s: float = 30, entry: str = ENTRY, env: dict | None = None,
+        extras: tuple[str, ...] = ()) -> Job:
     return Job(argv=[PY, "-I", "-B", "entry.py", *args], files={"entry.py": entry}, timeout_s=timeout_s,
-               collect=["out.json"], env=env or {}, entry=PythonEntry("entry.py"))
+               collect=["out.json"], env=env or {}, entry=PythonEntry("entry.py", extras=extras))
 
 
 def out(res) -> dict:  # type: ignore[no-untyped-def]
@@ -411,3 +433,35 @@ def test_two_jobs_at_once_on_one_runner_one_warm_one_fresh(runner):
     warm = ["worker_setup" in r.phase_times for r in results]
     assert sorted(warm) == [False, True]  # the busy worker was not shared: the other started fresh
     assert leftovers(os.getpid()) == {}
+
+
+def test_an_extra_warm_up_runs_once_before_the_first_job_that_names_it():
+    """``PythonEntry.extras``: the compiled candidates' Dynamo/Inductor import, paid by the first
+    such job only (``worker_warm_<name>``), never by jobs that do not name it; ``after_fork``
+    runs in every child with the job's environment set."""
+    with LocalRunner() as r:
+        plain = r.run(job("probe"))
+        first = r.run(job("probe", extras=("ok",)))
+        again = r.run(job("probe", extras=("ok",)))
+        later = r.run(job("probe"))
+        a, b, c, d = (out(x) for x in (plain, first, again, later))
+        assert a["extra"] is None and b["extra"] == c["extra"] == d["extra"] == b["ppid"] == a["ppid"]
+        assert "worker_warm_ok" in first.phase_times and "worker_warm_ok" not in again.phase_times
+        assert all(x["after"] == x["env"]["TMPDIR"] == x["cwd"] for x in (a, b, c, d))
+
+
+def test_an_extra_that_fails_leaves_the_worker_unfit_and_its_jobs_still_run():
+    """An extra that failed part-way may have imported half of what it meant to, with the worker's
+    folders; one that leaves a thread makes forking unsafe: either way the worker is replaced, the
+    job runs (fresh), the runner says so once, and later jobs run warm without that extra."""
+    for name, why in (("fail", "half imported"), ("thread", "thread")):
+        with LocalRunner() as r:
+            warm = r.run(job("probe"))
+            runs = [r.run(job("probe", extras=(name,))) for _ in range(3)]
+            assert all(x.returncode == 0 for x in (warm, *runs)), [x.stderr_tail for x in runs]
+            outs = [out(x) for x in runs]
+            assert outs[0]["ppid"] == os.getpid()  # the first ran fresh: its worker was killed
+            assert outs[1]["ppid"] == outs[2]["ppid"] not in (os.getpid(), out(warm)["ppid"])  # a new worker
+            assert all(o["extra"] is None for o in outs)
+            assert sum(why in n and f"'{name}' warm-up" in n for n in r.notices) == 1, r.notices
+            assert _dead(out(warm)["ppid"])  # the unfit worker is gone
