@@ -42,6 +42,14 @@ RISE_ALL = 1e9
 # branch only lowers a prior (knobs interact: a move at 0.23x below one node can win 2x below its
 # parent).
 MIN_P_WIN = 0.03
+# A move is not measured below a parent so far under the campaign's best that even this gain (or
+# twice the largest gain its family has measured in this campaign, if larger) leaves it there: a
+# Gemm->Divide->Sum chain collapsed to 112x, and six compile variants (1.09x at best) were then
+# measured at the 1.0x root, none of which could ever become the best (issue 28's live count). The
+# largest single-move gain on the development set that was not an algebraic collapse is 6.1x (a
+# native LayerNorm); a family not yet measured in the campaign is never ruled out this way (its
+# reach is unknown: a collapse is a 100x move).
+DOMINANCE_REACH = 8.0
 
 
 @dataclass
@@ -90,6 +98,7 @@ class OutcomeIndex:
     model: FamilyModel = DEFAULT_MODEL
     crashed_below: dict[str, set[int]] = field(default_factory=dict)  # move -> parent ids
     ancestors_of: Callable[[int], set[int]] | None = None
+    best_of: Callable[[], tuple[int, float] | None] | None = None  # (node id, speedup) of the best accepted
     _parents: dict[int, int | None] = field(default_factory=dict)
     _speedup: dict[int, float] = field(default_factory=dict)  # finished node -> its speedup
     _waiting: dict[int, list[NodeRecord]] = field(default_factory=dict)  # parent not finished yet
@@ -221,6 +230,23 @@ class OutcomeIndex:
         """The move's prior below ``parent_id`` given everything seen so far."""
         return self.trace(move_id, family, base, parent_id).value
 
+    def dominated(self, family: str, parent_id: int) -> str | None:
+        """Why no member of ``family`` is worth measuring below ``parent_id`` (``DOMINANCE_REACH``), or
+        None: the family was measured in this campaign, and the parent's speedup times its reach stays
+        below the best accepted speedup."""
+        best = self.best_of() if self.best_of is not None else None
+        fam = self.families.get(family)
+        parent = self._speedup.get(parent_id)
+        if not self.family_posterior or best is None or fam is None or not fam.obs or parent is None or parent <= 0:
+            return None
+        best_id, best_speedup = best
+        reach = max(DOMINANCE_REACH, 2.0 * math.exp(max(o.log_gain for o in fam.obs)))
+        if parent * reach >= best_speedup:
+            return None
+        return (f"below this {parent:.3g}x parent even a {reach:.3g}x gain stays under the best "
+                f"({best_speedup:.3g}x, node {best_id}); family {family} gained at most "
+                f"{math.exp(max(o.log_gain for o in fam.obs)):.3g}x here")
+
     def trace(self, move_id: str, family: str | None, base: float, parent_id: int) -> PriorTrace:
         """The move's prior below ``parent_id`` and how it was made: the skill's (or the knowledge
         store's) prior, the family's calibration, its shared posterior, a crash below an ancestor."""
@@ -232,6 +258,11 @@ class OutcomeIndex:
             t.scale("crashed below this parent or an ancestor", 0.0)
             return t
         name = family or move_id
+        dominated = self.dominated(name, parent_id)
+        if dominated is not None:
+            self.ruled_out.setdefault(move_id, dominated)
+            t.scale(f"dominated: {dominated}", 0.0)
+            return t
         if family:
             shrunk = shrink(t.value, self.calibration.get(family))
             if t.value > 0 and shrunk != t.value:

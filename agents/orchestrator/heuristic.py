@@ -47,6 +47,7 @@ class HeuristicOrchestrator(Orchestrator):
             return
         self._index = index
         self.outcomes.ancestors_of = index.ancestors
+        self.outcomes.best_of = lambda: _best(index)
         index.on_finish.append(self._observe)
 
     follow = attach
@@ -111,3 +112,11 @@ class HeuristicOrchestrator(Orchestrator):
             if options and (fallback is None or scores[i] > fallback[0]):
                 fallback = (float(scores[i]), i, options)
         return None
+
+
+def _best(index: TreeIndex) -> tuple[int, float] | None:
+    """The best accepted node and its speedup (``OutcomeIndex.dominated``)."""
+    best = index.best()
+    if best is None or best.parent_id is None:  # the baseline dominates nothing
+        return None
+    return best.id, index.best_speedup()

@@ -182,3 +182,34 @@ def test_a_resumed_campaign_replays_its_outcomes():
     orch.follow(index)
     index.refresh(_Store([node(1, None, None), node(2, 1, "compile-default", "rejected", "regression", 0.763)]))
     assert orch.outcome_index().adjust("compile-freezing", "torch-compile", 0.3, 1) == 0.0
+
+
+def test_a_measured_family_is_not_tried_where_it_could_never_reach_the_best():
+    """l2_05 (Gemm -> Divide -> Sum -> Scale), live: the chain collapsed to 112x, compile regressed
+    below it, and six compile variants (1.09x at best) were then measured at the 1.0x root. Below
+    a parent whose speedup times the family's reach (8x, or twice its best gain here) stays under
+    the best, its members are ruled out and the exhausted stop can say why; below the best they are
+    not, a family never measured here is not (its reach is unknown), and neither is any move before
+    a best exists or with the family posterior off."""
+    idx = with_root()
+    best: list = []
+    idx.best_of = lambda: best[0] if best else None
+    idx.observe(node(2, 1, "graph-algebra-all", "accepted", "improved", 112.0, family="graph-algebra"))
+    idx.observe(node(3, 2, "compile-default", "rejected", "regression", 0.8 * 112.0))
+    idx.observe(node(4, 1, "compile-epilogue-fusion", "accepted", "improved", 1.086))
+    assert idx.adjust("compile-freezing", "torch-compile", 0.3, 1) > 0  # no best known yet
+    best.append((2, 112.0))
+    t = idx.trace("compile-freezing", "torch-compile", 0.3, 1)
+    assert t.value == 0 and "dominated" in t.steps[-1]["why"] and "node 2" in t.steps[-1]["why"]
+    assert "compile-freezing" in idx.ruled_out
+    assert idx.dominated("torch-compile", 2) is None  # below the best itself (the posterior decides there)
+    assert idx.adjust("channels-last", "layout", 0.3, 1) == 0.3  # never measured here: unknown reach
+    best[0] = (2, 7.0)  # a best within 8x of the root dominates nothing
+    assert idx.adjust("compile-freezing", "torch-compile", 0.3, 1) > 0
+    best[0] = (2, 112.0)
+    off = with_root()
+    off.family_posterior, off.best_of = False, idx.best_of
+    for n in (node(2, 1, "graph-algebra-all", "accepted", "improved", 112.0, family="graph-algebra"),
+              node(3, 2, "compile-default", "rejected", "regression", 0.8 * 112.0)):
+        off.observe(n)
+    assert off.adjust("compile-freezing", "torch-compile", 0.3, 1) > 0
