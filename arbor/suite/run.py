@@ -84,43 +84,70 @@ def campaign_dict(entry: Entry, scale: float, opts: SuiteOptions) -> dict:
 
 BASELINE_RETRIES = 2
 RETRY_WAIT_S = 20.0
+# A reference whose output a constant would pass at the calibrated size (Softmax over 84k columns:
+# 99.6% of its values within atol 1e-4 of their median) stops its campaign at the baseline; the
+# suite halves the size until it is not, down to this scale, and says so in the row.
+MIN_SCALE = 0.0625
 
 
 def _baseline_unstable(reason: str | None) -> bool:
     return bool(reason) and reason.startswith("baseline unstable")
 
 
-def run_one(entry: Entry, opts: SuiteOptions, calib: dict, say: Callable[[str], None]) -> dict:
+def _degenerate(reason: str | None) -> bool:
+    return bool(reason) and "degenerate problem" in reason
+
+
+def _campaign(entry: Entry, scale: float, opts: SuiteOptions, name: str | None, say: Callable[[str], None]):  # type: ignore[no-untyped-def]
+    """Run ``entry``'s campaign at ``scale`` (under ``name`` when given); returns (spec, summary,
+    attempts)."""
     from arbor.campaign.run import run_campaign
 
-    row: dict = {"key": entry.key, "file": str(entry.path), "level": entry.level, "id": entry.pid}
-    scale = opts.fixed_scale()
-    if scale is None:  # calibrated (on the CPU, where the suite's default campaigns run)
-        if entry.key not in calib:
-            calib[entry.key] = calibrate(entry.path, opts.time_target_ms)
-            _write(opts.out / "calibration.json", calib)
-        scale = calib[entry.key]["scale"]
-    row["scale"] = scale
     data = campaign_dict(entry, scale, opts)
+    base = data["name"] = name or data["name"]
     camp_dir = opts.out / "campaigns"
     camp_dir.mkdir(parents=True, exist_ok=True)
-    yaml_path = camp_dir / f"{data['name']}.yaml"
-    yaml_path.write_text(yaml.safe_dump(data, sort_keys=False))
-    t0 = time.monotonic()
     for attempt in range(BASELINE_RETRIES + 1):
         # a baseline too noisy to measure (a loaded machine) ends a campaign at once: wait, retry
         # under a fresh name (the stopped campaign stays in the store as evidence)
         if attempt:
-            data = {**data, "name": f"suite-{entry.key}-retry{attempt}"}
-            yaml_path = camp_dir / f"{data['name']}.yaml"
-            yaml_path.write_text(yaml.safe_dump(data, sort_keys=False))
+            data = {**data, "name": f"{base}-retry{attempt}"}
             say(f"{entry.key}: baseline too noisy, retrying in {RETRY_WAIT_S:.0f} s")
             time.sleep(RETRY_WAIT_S)
+        yaml_path = camp_dir / f"{data['name']}.yaml"
+        yaml_path.write_text(yaml.safe_dump(data, sort_keys=False))
         spec = parse_spec(data, str(yaml_path), camp_dir)
         summ = run_campaign(spec, lambda kind, payload: None)
         if not _baseline_unstable(summ.stop_reason):
             break
-    row["attempts"] = attempt + 1
+    return spec, summ, attempt + 1
+
+
+def run_one(entry: Entry, opts: SuiteOptions, calib: dict, say: Callable[[str], None]) -> dict:
+    row: dict = {"key": entry.key, "file": str(entry.path), "level": entry.level, "id": entry.pid}
+    scale = opts.fixed_scale()
+    calibrated = scale is None
+    if calibrated:  # on the CPU, where the suite's default campaigns run
+        if entry.key not in calib:
+            calib[entry.key] = calibrate(entry.path, opts.time_target_ms)
+            _write(opts.out / "calibration.json", calib)
+        scale = calib[entry.key]["scale"]
+    t0 = time.monotonic()
+    spec, summ, attempts = _campaign(entry, scale, opts, None, say)
+    while _degenerate(summ.stop_reason) and scale * 0.5 >= MIN_SCALE:
+        smaller = round(scale * 0.5, 5)
+        say(f"{entry.key}: the reference is degenerate at scale {scale} ({summ.stop_reason[:160]}); "
+            f"trying scale {smaller}")
+        row.setdefault("degenerate_at", []).append(scale)
+        scale = smaller
+        spec, summ, more = _campaign(entry, scale, opts, f"suite-{entry.key}-s{scale:g}", say)
+        attempts += more
+        if calibrated:  # a resumed or repeated suite starts from the size that measured
+            calib[entry.key] = {**calib[entry.key], "scale": scale,
+                                "degenerate_at": row["degenerate_at"]}
+            _write(opts.out / "calibration.json", calib)
+    row["scale"] = scale
+    row["attempts"] = attempts
     row["precision"] = spec.target.precision
     row.update(campaign=spec.name, stop_reason=summ.stop_reason, campaign_speedup=summ.speedup,
                best_node=summ.best_node, verified=bool(summ.verified), counts=summ.counts,

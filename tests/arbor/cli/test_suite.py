@@ -208,3 +208,38 @@ def test_the_speed_of_light_cell_says_how_far_the_reference_is_or_that_the_readi
     assert cell({"speed_of_light": {"fraction": 0.374, "bound": "memory", "note": None}}) == "37% memory"
     assert cell({"speed_of_light": {"fraction": None, "bound": "memory", "note": "BUG: 140% of ..."}}) == "bug"
     assert cell({"speed_of_light": None}) == cell({}) == "-"
+
+
+DEGENERATE_WHEN_WIDE = '''
+import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def forward(self, x):
+        return x * float(x.shape[1] <= 64)  # all zeros once the problem is scaled past 64 columns
+
+batch_size = 16
+dim = 64
+
+def get_inputs():
+    return [torch.randn(batch_size, dim)]
+
+def get_init_inputs():
+    return []
+'''
+
+
+def test_a_size_at_which_the_reference_is_degenerate_is_halved_until_it_is_not(tmp_path: Path):
+    """The calibrated Softmax of the development set (84k columns) came out degenerate (99.6% of
+    its values within atol of one constant) and its campaign stopped at the baseline; the suite
+    now halves the size, runs again and says so in the row."""
+    (tmp_path / "probs").mkdir()
+    (tmp_path / "probs" / "l1_90_wide_zeros.py").write_text(DEGENERATE_WHEN_WIDE)
+    out = tmp_path / "out"
+    res = arbor("suite", str(tmp_path / "probs"), "-o", str(out), "--budget", "1", "--scale", "4",
+                "--max-cv", "2.0", timeout=900)
+    assert res.returncode == 0, res.stderr
+    assert "degenerate at scale 4" in res.stdout and "degenerate at scale 2" in res.stdout
+    row = json.loads((out / "suite_results.json").read_text())["rows"][0]
+    assert row["scale"] == 1.0 and row["degenerate_at"] == [4.0, 2.0], row
+    assert "degenerate" not in (row["stop_reason"] or "") and row["campaign"].endswith("-s1")
