@@ -240,12 +240,12 @@ class OutcomeIndex:
         if not self.family_posterior or best is None or fam is None or not fam.obs or parent is None or parent <= 0:
             return None
         best_id, best_speedup = best
-        reach = max(DOMINANCE_REACH, 2.0 * math.exp(max(o.log_gain for o in fam.obs)))
+        gained = math.exp(max(o.log_gain for o in fam.obs))
+        reach = max(DOMINANCE_REACH, 2.0 * gained)
         if parent * reach >= best_speedup:
             return None
         return (f"below this {parent:.3g}x parent even a {reach:.3g}x gain stays under the best "
-                f"({best_speedup:.3g}x, node {best_id}); family {family} gained at most "
-                f"{math.exp(max(o.log_gain for o in fam.obs)):.3g}x here")
+                f"({best_speedup:.3g}x, node {best_id}); family {family} gained at most {gained:.3g}x here")
 
     def trace(self, move_id: str, family: str | None, base: float, parent_id: int) -> PriorTrace:
         """The move's prior below ``parent_id`` and how it was made: the skill's (or the knowledge

@@ -103,41 +103,45 @@ def warm(torch) -> Warmed:  # type: ignore[no-untyped-def]
     return Warmed(time.perf_counter() - t0, sentinels, leaks)
 
 
+_SEQUENCES = (list, tuple, set, frozenset)
+
+
 def captured(sentinels: dict[str, str]) -> tuple[list[tuple], str | None]:
     """Every module global holding a sentinel: (rebindable leaks, the first unfit one or None).
     Looks at values by type only (never ``isinstance`` or ``getattr``: a module's lazy or
     deprecated attributes must not run)."""
-    marks = {var: s for var, s in sentinels.items()}
 
     def which(value) -> str | None:  # type: ignore[no-untyped-def]
         if type(value) is str or issubclass(type(value), PurePath):
             text = str(value)
-            return next((var for var, s in marks.items() if s in text), None)
+            return next((var for var, s in sentinels.items() if s in text), None)
         return None
 
     leaks: list[tuple] = []
     for module_name, module in list(sys.modules.items()):
         if not issubclass(type(module), types.ModuleType):
             continue
-        holder = vars(module)
-        for attr, value in list(holder.items()):
+        for attr, key, value in _slots(vars(module)):
+            where = f"{module_name}.{attr}" + ("" if key is None else f"[{key!r}]")
             var = which(value)
             if var is not None:
                 if var not in _REBINDABLE:
-                    return leaks, f"{module_name}.{attr} ({var})"
-                leaks.append((module_name, attr, None, value))
-            elif type(value) is dict:
-                for key, item in list(value.items()):
-                    var = which(item)
-                    if var is not None:
-                        if var not in _REBINDABLE:
-                            return leaks, f"{module_name}.{attr}[{key!r}] ({var})"
-                        leaks.append((module_name, attr, key, item))
-                    elif type(item) in (list, tuple, set, frozenset, dict) and _nested(item, which):
-                        return leaks, f"{module_name}.{attr}[{key!r}] (inside a container)"
-            elif type(value) in (list, tuple, set, frozenset) and _nested(value, which):
-                return leaks, f"{module_name}.{attr} (inside a container)"
+                    return leaks, f"{where} ({var})"
+                leaks.append((module_name, attr, key, value))
+            # a global dict's own items are slots of their own; anything deeper cannot be rebound
+            elif type(value) in (_SEQUENCES if key is None else (*_SEQUENCES, dict)) and _nested(value, which):
+                return leaks, f"{where} (inside a container)"
     return leaks, None
+
+
+def _slots(holder: dict):  # type: ignore[no-untyped-def]
+    """(attr, None, value) for each global, and (attr, key, item) for each item of a global dict:
+    the places ``Warmed.rebind`` can set."""
+    for attr, value in list(holder.items()):
+        yield attr, None, value
+        if type(value) is dict:
+            for key, item in list(value.items()):
+                yield attr, key, item
 
 
 def _nested(value, which, depth: int = 0) -> bool:  # type: ignore[no-untyped-def]
@@ -145,6 +149,6 @@ def _nested(value, which, depth: int = 0) -> bool:  # type: ignore[no-untyped-de
     for _k, v in items:
         if which(v) is not None:
             return True
-        if depth < 2 and type(v) in (list, tuple, set, frozenset, dict) and _nested(v, which, depth + 1):
+        if depth < 2 and type(v) in (*_SEQUENCES, dict) and _nested(v, which, depth + 1):
             return True
     return False

@@ -310,6 +310,11 @@ def _compare_tensor(i: int, r: torch.Tensor, c, atol, rtol, fraction: float,  # 
 _CHUNK = 1 << 16
 
 
+def _step(t: torch.Tensor) -> int:
+    """Elements per pass: cache-sized on a CPU, the whole tensor on a device (a chunk = a launch)."""
+    return _CHUNK if t.device.type == "cpu" else max(t.numel(), 1)
+
+
 def _tally(r: torch.Tensor, c: torch.Tensor, a: float, b: float, outlier: float) -> dict:
     """Element-wise comparison of two flat tensors in float64 (complex128), in cache-sized chunks
     on a CPU (one pass on a device, where each chunk would cost a launch): the largest absolute and
@@ -320,7 +325,7 @@ def _tally(r: torch.Tensor, c: torch.Tensor, a: float, b: float, outlier: float)
     no mask), and the zero/constant questions stop being asked once answered."""
     wide = torch.complex128 if r.is_complex() else torch.float64
     n = r.numel()
-    step = _CHUNK if r.device.type == "cpu" else max(n, 1)
+    step = _step(r)
     r0, c0 = r[:1].to(wide), c[:1].to(wide)
     t = {"max_abs": 0.0, "max_rel": 0.0, "bad": 0, "within": 0, "far": 0, "finite_r": True,
          "c_nonzero": False, "r_nonzero": False, "c_varies": False, "r_varies": False}
@@ -414,9 +419,8 @@ def degenerate(ref, atol: float | None, rtol: float | None,  # type: ignore[no-u
         a, b = tolerance(r.dtype, atol, rtol, mode)
         c = r64.median() if bool(finite.all()) else r64[finite].median()  # the same value: no masked copy
         flat = r64.reshape(-1)
-        step = _CHUNK if flat.device.type == "cpu" else flat.numel()  # cache-sized passes (``_tally``)
         within = sum(int(((part - c).abs() <= part.abs().mul_(b).add_(a)).sum())
-                     for part in flat.split(step))
+                     for part in flat.split(_step(flat)))
         share = within / flat.numel()
         if share >= close_fraction:
             return (f"output {i} is within the tolerance (atol={a:g}, rtol={b:g}) of the constant "
