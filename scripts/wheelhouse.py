@@ -155,6 +155,7 @@ Fetch = Callable[[Requirement, Target, Path], Path]
 
 def pip_fetch(req: Requirement, target: Target, dest: Path) -> Path:
     """Download one wheel (no dependencies) for the target; the path of the wheel written."""
+    dest = dest.resolve()  # pip runs in a scratch folder: a relative destination would land there
     spec = f"{req.name}{req.specifier}"
     cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--quiet",
            "--disable-pip-version-check", "--python-version", target.python, "--implementation", "cp",
