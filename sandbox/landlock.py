@@ -6,6 +6,16 @@ filesystem rules, TCP rules, the signal scope, the abstract-unix-socket scope �
 choice (``isolation.IsolationPlan``), because each part can be tried on its own when a device
 driver refuses to start under one of them (``sandbox/gpu/probe.py``).
 
+A job may write its *own* ``/proc/<pid>`` (with truncation): NVIDIA's driver opens a file there
+for writing while ``cuInit`` runs and fails with CUDA error 304 ("OS call failed") when it cannot
+— found on an H100 host (driver 580, Linux 6.18, ABI 7), where it broke every sandboxed CUDA job
+(``scripts/device_probe.py``: the whole plan failed, every plan without the filesystem rules
+worked; granting write+truncate beneath the child's own ``/proc/<pid>`` and nothing else made
+``cuInit`` succeed). That rule cannot be built in the parent — the path names a process that
+does not exist yet — so ``restrict_self`` adds it in the child from ``/proc/self``, a few
+syscalls. Writing one's own proc files reaches only oneself; ``/proc/sys``, other processes'
+entries and the rest of ``/proc`` stay read-only.
+
 ABI history that matters here: 1 filesystem (Linux 5.13), 2 REFER, 3 TRUNCATE, 4 TCP bind/connect
 (6.7), 5 IOCTL_DEV (6.10), 6 scopes: abstract unix sockets and signals (6.12).
 """
@@ -81,6 +91,7 @@ class Ruleset:
 
     fd: int
     abi: int
+    own_proc: int = 0  # rights on the child's own /proc/<pid>, added in the child (see module doc)
 
     @classmethod
     def build(cls, abi: int, *, fs: str | None, workdir: str, read_paths: list[str] | tuple[str, ...] = (),
@@ -115,7 +126,7 @@ class Ruleset:
             except OSError:
                 os.close(fd)
                 raise
-        return cls(fd, abi)
+        return cls(fd, abi, own_proc=fs_bits & (_WRITE_FILE | _TRUNCATE))
 
     @staticmethod
     def _add(ruleset_fd: int, path: str, access: int) -> None:
@@ -136,6 +147,8 @@ class Ruleset:
 
     def restrict_self(self) -> None:
         """Called in the child after fork. Needs no_new_privs (set by the caller)."""
+        if self.own_proc:
+            self._add(self.fd, "/proc/self", self.own_proc)  # /proc/self opens as this process's /proc/<pid>
         if libc().syscall(_SYS_RESTRICT, ctypes.c_int(self.fd), ctypes.c_uint32(0)) != 0:
             raise OSError(ctypes.get_errno(), "landlock_restrict_self failed")
 

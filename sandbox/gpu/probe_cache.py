@@ -28,7 +28,7 @@ from ..cache_dir import arbor_cache_dir
 
 __all__ = ["ProbeCache", "probe_key", "driver_version", "default_cache_path", "PROBE_VERSION"]
 
-PROBE_VERSION = 1  # bump when the probe's decisions change meaning
+PROBE_VERSION = 2  # bump when the probe's decisions change meaning (2: a job may write its own /proc/<pid>)
 NVIDIA_VERSION_FILES = ("/sys/module/nvidia/version", "/proc/driver/nvidia/version")
 AMD_MODULE = "/sys/module/amdgpu"
 

@@ -264,3 +264,29 @@ def test_without_a_network_namespace_the_default_plan_still_refuses_udp(bait, mo
         out = _candidate(r, bait)
     no_datagram(bait)
     assert out["tcp"] == "PermissionError" and out["udp"] == "PermissionError"
+
+
+@pytest.mark.skipif(isolation.landlock_abi() < 3, reason="needs Landlock ABI >= 3 (truncation is a right)")
+@pytest.mark.parametrize("fs", [FS_ISOLATE, FS_WRITES])
+def test_a_job_may_write_its_own_proc_entries_and_no_other_process(fs):
+    """NVIDIA's driver opens a file of its own /proc/<pid> for writing during cuInit (CUDA error
+    304 without it, found on an H100 host); the rule that allows it is the child's own entry only:
+    its parent's stay read-only, and so does the rest of /proc."""
+    code = textwrap.dedent("""
+        import errno, os
+        def attempt(path):
+            try:
+                old = open(path).read()
+                with open(path, "w") as f:  # O_WRONLY|O_CREAT|O_TRUNC, as the driver opens it
+                    f.write(old)
+                return "ok"
+            except OSError as e:
+                return errno.errorcode[e.errno]
+        print(attempt("/proc/self/comm"), attempt(f"/proc/self/task/{os.getpid()}/comm"),
+              attempt(f"/proc/{os.getppid()}/comm"), attempt("/proc/sys/kernel/hostname"))
+    """)
+    with LocalRunner(network="host", filesystem="host") as r:
+        res = r.run_under(IsolationPlan(landlock_fs=fs), Job([PY, "-c", code], {}, timeout_s=30))
+    own, own_task, parent, sysctl = res.stdout_tail.split()
+    assert (own, own_task) == ("ok", "ok"), res.stdout_tail + res.stderr_tail
+    assert parent == "EACCES" and sysctl in ("EACCES", "EPERM"), res.stdout_tail
