@@ -27,6 +27,7 @@ warning filters).
 from __future__ import annotations
 
 import gc
+import os
 import signal
 import sys
 import threading
@@ -144,17 +145,45 @@ def _one(get) -> tuple:  # type: ignore[no-untyped-def]
 
 
 # ---- the interpreter -----------------------------------------------------------------------
+def _library_roots() -> tuple[str, ...]:
+    """Where installed code lives (the interpreter's prefixes, the standard library, every
+    site-packages): an audit hook asked for from a file under one of these is a library's."""
+    import site
+    import sysconfig
+
+    roots = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}
+    roots.update(sysconfig.get_path(k) for k in ("stdlib", "platstdlib", "purelib", "platlib"))
+    try:
+        roots.update(site.getsitepackages())
+    except AttributeError:
+        pass
+    return tuple(sorted({os.path.realpath(r).rstrip(os.sep) + os.sep for r in roots if r and r != os.sep}))
+
+
 def _audit_watch() -> list:
     """Audit hooks can be added but never removed, and there is no way to list them. So this
     module adds the first one itself, when it is loaded (before any candidate code), and that hook
     refuses every later ``sys.addaudithook`` (an exception derived from RuntimeError makes Python
-    drop the new hook silently) and counts the attempts: the count is the registry's value. A
-    plain closure, reachable from nothing the candidate can name."""
+    drop the new hook silently): no audit hook of anyone else ever runs. A plain closure,
+    reachable from nothing the candidate can name.
+
+    Each refusal is recorded with where it came from, the file of the Python frame that asked.
+    Only requests from outside the installed libraries (the candidate's files, code it ``exec``-s)
+    are the registry's value, so only they are flagged: a library asks legitimately — on an H100
+    host (torch 2.11, Triton 3.6) every ``torch.compile`` candidate did, and flagging that rejected
+    all of them as ``hack_suspected``. A candidate that disguises its request as a library file
+    loses only the label: its hook is refused like any other."""
     refused: list = []
+    roots = _library_roots()
 
     def watch(event: str, _args: tuple) -> None:
         if event == "sys.addaudithook":
-            refused.append(event)
+            try:
+                path = sys._getframe(1).f_code.co_filename  # who called sys.addaudithook (a C function)
+            except ValueError:  # no Python frame at all: a C extension's own request
+                path = ""
+            library = not path or (not path.startswith("<") and os.path.realpath(path).startswith(roots))
+            refused.append((path, library))
             raise RuntimeError("the Arbor harness refuses audit hooks")
 
     sys.addaudithook(watch)
@@ -162,6 +191,11 @@ def _audit_watch() -> list:
 
 
 _AUDIT_REFUSED = _audit_watch()  # once per process: the harness loads this module once, by path
+
+
+def refused_audit_hooks() -> list[tuple[str, bool]]:
+    """Every refused ``sys.addaudithook`` in this process: (the asking file, from a library?)."""
+    return list(_AUDIT_REFUSED)
 
 
 def _signals() -> tuple:
@@ -299,7 +333,7 @@ _add("trace function (sys.settrace)", lambda: _interpreter_hook("trace"))
 _add("profile function (sys.setprofile)", lambda: _interpreter_hook("profile"))
 _add("trace function of new threads (threading.settrace)", lambda: _thread_hook("trace"))
 _add("profile function of new threads (threading.setprofile)", lambda: _thread_hook("profile"))
-_add("audit hooks (sys.addaudithook)", lambda: _one(lambda: len(_AUDIT_REFUSED) or None))
+_add("audit hooks (sys.addaudithook)", lambda: _one(lambda: sum(not lib for _p, lib in _AUDIT_REFUSED) or None))
 _add("gc callbacks (gc.callbacks)", _gc_callbacks)
 _add("signal handlers (signal.signal)", _signals)
 _add("interval timers (signal.setitimer)", _itimers)

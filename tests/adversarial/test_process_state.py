@@ -228,3 +228,35 @@ print(repr((flagged, inside, dict(sys.monitoring.events))))
     flagged, inside, after = eval(out.stdout.strip().splitlines()[-1])
     assert [f.split(":")[1].strip() for f in flagged] == ["sys.monitoring tools (sys.monitoring.use_tool_id, set_events)"]
     assert inside == {2: 1, 3: 0} and after == {2: 1, 3: 0xFFFF}
+
+
+LIBRARY_AUDIT = '''
+import os, site, sys
+sys.path.insert(0, {harness!r})
+import process_state as ps
+guard = ps.StateGuard()
+seen = []
+lib = os.path.join(site.getsitepackages()[0], "some_library", "runtime.py")
+exec(compile("import sys\\nsys.addaudithook(lambda e, a: seen.append(e))", lib, "exec"), {{"seen": seen}})
+from_library = guard.flagged()
+sys.addaudithook(lambda e, a: seen.append(e))
+sys.audit("arbor.test")
+print(repr((from_library, guard.flagged(), seen, ps.registries.refused_audit_hooks())))
+'''
+
+
+def test_an_audit_hook_is_refused_and_flagged_only_when_the_candidate_asks():
+    """A library's request (torch.compile on an H100 host made one) is refused but not flagged;
+    the candidate's own is refused and named. Neither hook ever sees an event."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    harness = str(Path(__file__).parents[2] / "sandbox" / "harness")
+    out = subprocess.run([sys.executable, "-c", LIBRARY_AUDIT.format(harness=harness)],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    from_library, from_candidate, seen, refused = eval(out.stdout.strip().splitlines()[-1])
+    assert from_library == [] and seen == []
+    assert [f for f in from_candidate if "audit hooks" in f] and len(from_candidate) == 1, from_candidate
+    assert [lib for _path, lib in refused] == [True, False], refused
