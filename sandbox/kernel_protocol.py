@@ -340,13 +340,21 @@ def prewarm(runner: Runner, req: KernelRequest) -> bool:
 def measure_kernels(runner: Runner, reqs: list[KernelRequest]) -> list[KernelMeasurement]:
     """Measure several candidates in ONE sandbox job: the harness imports torch once and forks a
     child per request (harness/batch.py), so each candidate still runs in a process of its own.
-    For corpora, benchmarks and A/A studies, where torch's import would dominate the cost."""
+    For corpora, benchmarks and A/A studies, where torch's import would dominate the cost.
+
+    GPU requests are measured one job each instead (uncached, like the batch): a child the
+    harness forks is a process the job's Landlock rules were not built for, and NVIDIA's driver
+    must write the starting process's own ``/proc/<pid>`` (``sandbox/landlock.py``) — on an H100
+    host every batched CUDA request failed with CUDA error 304. The warm worker already pays
+    torch's import once for them."""
     out: list[KernelMeasurement | None] = [None] * len(reqs)
     todo = []
     for i, r in enumerate(reqs):
         rejected = precheck_candidate(r.candidate_source) if r.mode != "aa" else None
         if rejected is not None:
             out[i] = rejected
+        elif r.device.startswith("cuda"):
+            out[i] = measure_kernel(runner, r, cache=None)
         else:
             todo.append((i, with_peaks(r), secrets.token_hex(16)))
     if todo:

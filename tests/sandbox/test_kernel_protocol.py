@@ -213,3 +213,38 @@ def test_sigkill_is_oom_only_when_the_runner_says_so_or_cannot_tell(oom_killed, 
                         peak={"bytes_per_s": 1e10, "flops_per_s": 1e11, "source": "test"}, **FAST)
     m = measure_kernel(_Killed(oom_killed), req)
     assert m.error_class == expected, m.error_text
+
+
+class _Recording(LocalRunner):
+    """A runner that records each job it is given and runs none (every job 'crashes')."""
+
+    def __init__(self):
+        super().__init__()
+        self.jobs = []
+
+    def _execute(self, job):
+        from arbor.sandbox.runner import JobResult
+        self.jobs.append(job)
+        return JobResult(returncode=1, timed_out=False, duration_s=0.1, stdout_tail="", stderr_tail="crashed",
+                         outputs={})
+
+
+def test_gpu_requests_are_not_batched():
+    """A child forked inside a batch job is a process the job's Landlock rules were not built for,
+    and NVIDIA's driver must write its own /proc/<pid> (CUDA error 304 on an H100 host): CUDA
+    requests get a job each, CPU requests still share one."""
+    import json
+
+    from arbor.sandbox.kernel_protocol import measure_kernels
+
+    peak = {"bytes_per_s": 1e10, "flops_per_s": 1e11, "source": "test"}
+    reqs = [KernelRequest(PROBLEM, GOOD, device=d, peak=peak, **FAST) for d in ("cuda", "cpu", "cuda:0", "cpu")]
+    with _Recording() as runner:
+        out = measure_kernels(runner, reqs)
+    assert len(out) == 4 and all(not m.ok for m in out)
+    bodies = [json.loads(j.files["request.json"]) for j in runner.jobs]
+    assert len(bodies) == 3
+    singles = [b for b in bodies if "batch" not in b]
+    assert sorted(b["device"] for b in singles) == ["cuda", "cuda:0"]
+    assert [[e["device"] for e in b["batch"]] for b in bodies if "batch" in b] == [["cpu", "cpu"]]
+    assert all(j.memory_bytes is None for j in runner.jobs if "batch" not in json.loads(j.files["request.json"]))
