@@ -326,9 +326,10 @@ class Harness:
         timing.cpu_or_wall(timer, samples, self.facts)
         integrity.check_timing_children(kids0, span, Failure)
         self.audit.check_timing_threads(threads0, span, one, Failure)
-        if self.cuda and timer.suspicious > max(2, rnd * timer.units(inner[1]) // 4):
-            raise Failure("hack_suspected", f"in {timer.suspicious} timed calls or batches the device kept "
-                          "working after the end event: work on a CUDA stream the timer did not see")
+        if self.cuda and timer.hidden_work(rnd * timer.units(inner[1])):
+            raise Failure("hack_suspected", f"in {timer.hidden_units()} of the candidate's timed calls or "
+                          "batches the device kept working after the end event (beyond the reference's "
+                          "usual wait): work on a CUDA stream the timer did not see")
         if not self.spot_checks:  # at least one, on a sample timed like the others
             self.spot_p = 1.0
             sample(1, rnd * inner[1], inner[1])

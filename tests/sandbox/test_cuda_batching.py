@@ -158,6 +158,33 @@ def test_work_hidden_on_a_side_stream_is_still_exposed_per_batch():
         timer.sample(hidden, pool, 0, 40, 1)
     assert timer.suspicious == 3 and timer.leftover_s > 3 * 40 * 60e-6  # 4 ms of side work, launched over 0.8 ms
     assert timer.units(40) == 1  # the harness's limit counts batches, not calls
+    assert timer.hidden_units() == 3 and timer.hidden_work(3)
+
+
+class SlowSync(Device):
+    """A device whose final synchronise the environment delays (another context being torn down,
+    the host preempted): 200 us after every unit, whoever ran it."""
+
+    def sync(self) -> None:
+        super().sync()
+        self.host += 200e-6
+
+
+def test_a_slow_synchronise_on_both_sides_is_not_hidden_work():
+    def run(candidate_side_s: float) -> timing.CudaTimer:
+        dev = SlowSync()
+        timer = timing.CudaTimer(None, None, cuda=dev)
+        ref, new = Kernel(dev, 10e-6), Kernel(dev, 1e-6 if candidate_side_s else 10e-6, side_s=candidate_side_s)
+        pool = [[i] for i in range(8)]
+        for _ in range(6):
+            timer.sample(ref, pool, 0, 4, 0)
+            timer.sample(new, pool, 0, 4, 1)
+        return timer
+
+    honest, hiding = run(0.0), run(100e-6)
+    assert honest.suspicious == 48  # every unit waits 200 us in its final synchronise
+    assert honest.hidden_units() == 0 and not honest.hidden_work(24)
+    assert hiding.hidden_units() == 24 and hiding.hidden_work(24)
 
 
 def test_pool_sets_follow_the_calls_of_a_sample_within_the_memory_budget():
