@@ -123,3 +123,4 @@ def test_bad_arguments_are_one_line_errors(tmp_path, args, needle):
                        capture_output=True, text=True)
     assert r.returncode == 2 and needle in r.stderr and len(r.stderr.strip().splitlines()) == 1
     assert "Traceback" not in r.stderr
+
