@@ -268,7 +268,7 @@ def test_without_a_network_namespace_the_default_plan_still_refuses_udp(bait, mo
 
 @pytest.mark.skipif(isolation.landlock_abi() < 3, reason="needs Landlock ABI >= 3 (truncation is a right)")
 @pytest.mark.parametrize("fs", [FS_ISOLATE, FS_WRITES])
-def test_a_job_may_write_its_own_proc_entries_and_no_other_process(fs):
+def test_a_job_may_write_its_own_proc_entries_and_no_other_process(fs, tmp_path):
     """NVIDIA's driver opens a file of its own /proc/<pid> for writing during cuInit (CUDA error
     304 without it, found on an H100 host); the rule that allows it is the child's own entry only:
     its parent's stay read-only, and so does the rest of /proc."""
@@ -282,11 +282,21 @@ def test_a_job_may_write_its_own_proc_entries_and_no_other_process(fs):
                 return "ok"
             except OSError as e:
                 return errno.errorcode[e.errno]
+        def create(path):  # through the grant's magic links: the file's real place decides
+            try:
+                open(path, "w").close()
+                return "ok"
+            except OSError as e:
+                return errno.errorcode[e.errno]
         print(attempt("/proc/self/comm"), attempt(f"/proc/self/task/{os.getpid()}/comm"),
-              attempt(f"/proc/{os.getppid()}/comm"), attempt("/proc/sys/kernel/hostname"))
+              attempt(f"/proc/{os.getppid()}/comm"), attempt("/proc/sys/kernel/hostname"),
+              create("/proc/self/root" + OUTSIDE), create("/proc/self/cwd/../" + os.path.basename(OUTSIDE)))
     """)
+    outside = tmp_path / "escaped.txt"
     with LocalRunner(network="host", filesystem="host") as r:
-        res = r.run_under(IsolationPlan(landlock_fs=fs), Job([PY, "-c", code], {}, timeout_s=30))
-    own, own_task, parent, sysctl = res.stdout_tail.split()
+        res = r.run_under(IsolationPlan(landlock_fs=fs), Job([PY, "-c", f"OUTSIDE = {str(outside)!r}\n" + code], {},
+                                                           timeout_s=30))
+    own, own_task, parent, sysctl, via_root, via_cwd = res.stdout_tail.split()
     assert (own, own_task) == ("ok", "ok"), res.stdout_tail + res.stderr_tail
     assert parent == "EACCES" and sysctl in ("EACCES", "EPERM"), res.stdout_tail
+    assert (via_root, via_cwd) == ("EACCES", "EACCES") and not outside.exists(), res.stdout_tail
