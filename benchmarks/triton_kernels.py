@@ -207,8 +207,17 @@ def check_dir(directory: Path, device: str, max_elements: int | None, say=print,
             say(f"{path.stem}: not offered ({why})")
             continue
         scale = scale_for(path, max_elements)
-        moves = triton_moves()
-        sources = {m.id: apply_move(base, m.transform, m.params) for m in moves}
+        moves = []
+        sources = {}
+        for m in triton_moves():  # a block shorter than a row another move holds is not offered
+            src = apply_move(base, m.transform, m.params)
+            if src is None:
+                why = explain(base, m.params["block"]) or "the move does not apply"
+                rows.append({"problem": path.stem, "move": m.id, "result": f"not offered: {why}"})
+                say(f"{path.stem} {m.id}: not offered ({why})")
+            else:
+                moves.append(m)
+                sources[m.id] = src
         try:
             results = run_candidates(path, sources, scale, device, seeds=(0,) if device == "cuda" else (0, 1),
                                      time_calls=20 if device == "cuda" else 0)

@@ -67,7 +67,7 @@ DEV = [p for p in CPU_SET + GPU_SET if p.stem not in NOT_OFFERED]
 
 def _dev_jobs() -> dict:
     jobs = {}
-    move = triton_moves()[0]
+    move = max(triton_moves(), key=lambda m: m.params["block"])  # holds every row: offered on each problem
     for path in DEV:
         base = to_modelnew(path.read_text())
         scale = scale_for(path, MAX_ELEMENTS)

@@ -82,7 +82,9 @@ def test_dry_run_exercises_the_suite_and_the_triton_moves_on_cpu(tmp_path: Path)
     assert [r["key"] for r in data["rows"]] == ["l1_01_softmax"] and "error" not in data["rows"][0]
     assert data["rows"][0]["compile"] is not None  # torch.compile measured in the compare column
     kernels = data["kernels"]
-    assert len(kernels) >= 3 and all(k["ok"] for k in kernels)  # every variant right under the interpreter
+    ran = [k for k in kernels if "ok" in k]  # the file's rows of 8192: only the block that holds one is offered
+    assert ran and all(k["ok"] for k in ran)  # every variant offered is right under the interpreter
+    assert all("holds a row in registers" in k["result"] for k in kernels if "ok" not in k)
     # the campaign measured a generated kernel in the sandbox: guarded, run, checked, judged
     history = subprocess.run([sys.executable, "-m", "arbor", "history",
                               str(out / "campaigns" / "suite-l1_01_softmax.yaml")],

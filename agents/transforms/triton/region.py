@@ -43,6 +43,7 @@ class Match:
     externals: list = field(default_factory=list)  # operand k: an FX node outside, or a parameter path
     main: int = 0  # the operand of shape S: sizes are read from it at run time
     mode: str = "flat"  # flat | row | column
+    shape: tuple = ()  # S, the domain, as traced (the generated code reads sizes at run time)
 
     @property
     def output(self):  # type: ignore[no-untyped-def]
@@ -265,4 +266,4 @@ def match(gm) -> Match:  # type: ignore[no-untyped-def]
     if not mains:
         raise Unsupported("no operand has the full shape to read the sizes from")
     mode = "flat" if dims is None else ("row" if dims[1] == len(S) else "column")
-    return Match(plan, root, nodes, lowering.externals, mains[0], mode)
+    return Match(plan, root, nodes, lowering.externals, mains[0], mode, tuple(S))
