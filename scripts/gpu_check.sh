@@ -8,11 +8,13 @@
 #    or ./wheelhouse, or ./.whl when present), then Arbor itself, editable, without build isolation;
 # 1. the device probe: which sandbox layers the GPU starts under (one JSON line per attempt);
 # 2. `arbor doctor` for a device: cuda campaign with default sandbox settings;
-# 3. the gpu-marked tests (real NVML, real CUDA kernels, the harness on the GPU);
-# 4. two campaigns with default sandbox settings, each in a fresh store: the quickstart problem on
+# 3. two campaigns with default sandbox settings, each in a fresh store: the quickstart problem on
 #    cuda (campaigns/gpu_quickstart.yaml: its baseline A/A noise floor, which must be <= 1%, says
 #    whether small kernels are timed tightly) and a level-2 GEMM + epilogue problem
 #    (campaigns/gpu_level2.yaml);
+# 4. the gpu-marked tests (real NVML, real CUDA kernels, the harness on the GPU), with what is left
+#    (up to 300 s: GPU measurements run one job each) — after the campaigns, which say more per
+#    second when the budget is short;
 # 5. the cost of one evaluation, phase by phase (benchmarks/eval_overhead.py --device cuda);
 # 6. a locked-vs-unlocked measurement: the CV of a matmul timed with CUDA events, unlocked, locked
 #    through Arbor's ClockGuard (verified under load), unlocked again (lock skipped with its reason
@@ -79,8 +81,17 @@ step "arbor doctor campaigns/gpu_level2.yaml"
 timeout -k 10 "$(limit 120)" "$PY" -m arbor doctor campaigns/gpu_level2.yaml --json --skip-llm > "$TMP/doctor.json" 2> "$TMP/doctor.err"
 DOCTOR_RC=$?
 
+for c in gpu_quickstart gpu_level2; do
+  T="$(limit 140 60)"
+  if [ -z "$T" ]; then skip "$c"; continue; fi
+  step "campaign campaigns/$c.yaml (default sandbox, limit ${T}s)"
+  timeout -k 10 "$T" "$PY" -m arbor run "campaigns/$c.yaml" --json --store "sqlite:///$TMP/$c.db" \
+    > "$TMP/$c.json" 2> "$TMP/$c.err"
+  echo $? > "$TMP/$c.rc"
+done
+
 TESTS_RC=124
-T="$(limit 210 60)"
+T="$(limit 300 60)"
 if [ -n "$T" ]; then
   step "gpu-marked tests (limit ${T}s)"
   # SIGINT at the limit: pytest stops and still writes its report
@@ -91,14 +102,6 @@ else
   skip gpu_tests
 fi
 
-for c in gpu_quickstart gpu_level2; do
-  T="$(limit 140 60)"
-  if [ -z "$T" ]; then skip "$c"; continue; fi
-  step "campaign campaigns/$c.yaml (default sandbox, limit ${T}s)"
-  timeout -k 10 "$T" "$PY" -m arbor run "campaigns/$c.yaml" --json --store "sqlite:///$TMP/$c.db" \
-    > "$TMP/$c.json" 2> "$TMP/$c.err"
-  echo $? > "$TMP/$c.rc"
-done
 
 if [ -f benchmarks/eval_overhead.py ]; then
   T="$(limit 150 60)"
