@@ -1,0 +1,123 @@
+"""What sets a small kernel's A/A noise floor: the batch length, at one timing budget, side by side.
+
+On the first H100 (2026-11-27) the launch-bound quickstart (0.14 ms a call, its kernels filling a
+third of it) read an A/A floor of 4.5-4.9% in 10 ms batches, against issue 25's 1%, while 0.15-1.5 ms
+kernels read 0.2-0.4%. Per-sample CV was 11-12% with the GPU clock steady: host-side launch
+jitter. Whether longer batches help depends on that jitter's time scale — white noise per call
+averages out as much in many short batches as in few long ones at the same budget; stalls of a
+millisecond or more (a preempted vCPU) do not — so this measures it instead of guessing:
+
+    python -m benchmarks.aa_floor --device cuda                 # the quickstart, 10 / 30 / 100 ms batches
+    python -m benchmarks.aa_floor --device cuda --batch-ms 10,50 --budget-s 2,6 --reps 2
+
+Each arm is one A/A measurement of the problem (the reference against itself, interleaved ABBA,
+as a campaign's baseline), judged by the Critic for its noise floor; arms run in turn, repeated
+``--reps`` times in rotation so drift hits them alike. Per arm: the floor, per-side CV, the
+paired-ratio CV, rounds, calls per batch. The batch floor is the request's ``min_sample_s`` (the
+harness never batches below 10 ms on CUDA); ``--device cpu`` runs the same arms through the CPU
+timer (no batches: a check of the script, not of the question). Writes
+``benchmarks/results/aa_floor_<device>.json`` with the load average.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+
+from benchmarks.common import ROOT, fmt, table, write_result
+
+PROBLEM = ROOT / "campaigns" / "problems" / "gelu_gate.py"
+
+
+def _floor(m) -> float | None:  # type: ignore[no-untyped-def]
+    from arbor.agents.critic.critic import HeuristicCritic
+    from arbor.agents.critic.gates import CriticConfig, Evidence
+
+    ev = Evidence(is_root=True, attempt=1, purpose="primary", status=m.status, error_class=m.error_class,
+                  error_text=m.error_text, correctness=m.correctness, fingerprint=m.fingerprint, facts=m.stats)
+    j = HeuristicCritic(CriticConfig()).judge(ev, m.baseline_samples, m.candidate_samples)
+    return j.noise_floor
+
+
+def _cv(xs: list[float]) -> float | None:
+    return statistics.stdev(xs) / statistics.fmean(xs) if len(xs) > 2 and statistics.fmean(xs) > 0 else None
+
+
+def measure_arm(runner, source: str, device: str, batch_s: float, budget_s: float) -> dict:  # type: ignore[no-untyped-def]
+    from arbor.sandbox.kernel_protocol import KernelRequest, measure_kernel
+
+    req = KernelRequest(source, source, device=device, mode="aa", min_sample_s=batch_s, time_budget_s=budget_s,
+                        max_repeats=100_000, timeout_s=120 + 4 * budget_s)
+    m = measure_kernel(runner, req, cache=None)
+    if not m.ok:
+        return {"error": f"{m.error_class}: {(m.error_text or '')[:200]}"}
+    base, cand = m.baseline_samples, m.candidate_samples
+    ratios = [b / c for b, c in zip(base, cand) if c > 0]
+    return {"floor": _floor(m), "cv_ref": _cv(base), "cv_other": _cv(cand), "ratio_cv": _cv(ratios),
+            "rounds": len(base), "inner": (m.stats.get("inner_by_side") or [None])[0],
+            "batched": bool(m.stats.get("cuda_batch")), "call_ms": statistics.median(base) * 1e3 if base else None}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
+    ap.add_argument("--problem", default=str(PROBLEM))
+    ap.add_argument("--batch-ms", default="10,30,100", help="batch floors to compare, ms (comma-separated)")
+    ap.add_argument("--budget-s", default="2", help="timing budgets per side, s (comma-separated)")
+    ap.add_argument("--reps", type=int, default=1, help="rounds of all arms, in rotation")
+    args = ap.parse_args(argv)
+    try:
+        batches = [float(x) / 1e3 for x in args.batch_ms.split(",") if x.strip()]
+        budgets = [float(x) for x in args.budget_s.split(",") if x.strip()]
+    except ValueError:
+        print("aa_floor: --batch-ms and --budget-s take comma-separated numbers, e.g. 10,30,100", file=sys.stderr)
+        return 2
+    if args.device == "cuda":
+        import torch
+
+        if not torch.cuda.is_available():
+            print("aa_floor: no CUDA device here; run it on a GPU host (or --device cpu to check the script)",
+                  file=sys.stderr)
+            return 2
+    from arbor.sandbox.local_runner import LocalRunner
+
+    source = open(args.problem).read()
+    started, load0 = time.monotonic(), os.getloadavg()
+    arms = [(b, t) for t in budgets for b in batches]
+    results: dict = {arm: [] for arm in arms}
+    # timing, not isolation, is the question here: the device probe has its own check
+    with LocalRunner(network="host", filesystem="host") as runner:
+        for rep in range(args.reps):
+            for arm in (arms if rep % 2 == 0 else arms[::-1]):
+                results[arm].append(measure_arm(runner, source, args.device, *arm))
+                print(f"rep {rep + 1} batch {arm[0] * 1e3:g} ms budget {arm[1]:g} s: {results[arm][-1]}", flush=True)
+    rows = []
+    for (b, t), runs in results.items():
+        ok = [r for r in runs if "error" not in r]
+
+        def med(key: str, ok: list = ok) -> float | None:
+            vals = [r[key] for r in ok if r.get(key) is not None]
+            return statistics.median(vals) if vals else None
+
+        rows.append({"batch_ms": b * 1e3, "budget_s": t, "runs": len(runs), "failed": len(runs) - len(ok),
+                     "floor_pct": None if med("floor") is None else 100 * med("floor"),
+                     "ratio_cv_pct": None if med("ratio_cv") is None else 100 * med("ratio_cv"),
+                     "cv_pct": None if med("cv_ref") is None else 100 * med("cv_ref"),
+                     "rounds": med("rounds"), "inner": med("inner"), "call_ms": med("call_ms"),
+                     "errors": [r["error"] for r in runs if "error" in r][:2]})
+    print(table([{k: (fmt(v, 2) if isinstance(v, float) else v) for k, v in r.items() if k != "errors"} for r in rows],
+                [("batch_ms", "batch ms"), ("budget_s", "budget s"), ("floor_pct", "A/A floor %"),
+                 ("ratio_cv_pct", "ratio CV %"), ("cv_pct", "sample CV %"), ("rounds", "rounds"),
+                 ("inner", "calls/batch"), ("call_ms", "ms/call"), ("failed", "failed")]))
+    path = write_result(f"aa_floor_{args.device}", {"problem": args.problem, "rows": rows, "raw": {
+        f"{b * 1e3:g}ms/{t:g}s": runs for (b, t), runs in results.items()}, "reps": args.reps,
+        "load_avg_before": load0, "load_avg_after": os.getloadavg()}, started)
+    print(f"load {load0[0]:.2f} -> {os.getloadavg()[0]:.2f}; results: {path}")
+    return 1 if any(r["failed"] for r in rows) else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
