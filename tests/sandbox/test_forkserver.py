@@ -89,7 +89,10 @@ ENTRY = textwrap.dedent('''
                    "udp": attempt(udp),
                    "kill_worker": attempt(lambda: os.kill(os.getppid(), 0)),  # 0: the permission check only
                    "kill_runner": attempt(lambda: os.kill(runner, 0)),
-                   "write_outside": attempt(lambda: open(os.path.join(os.path.dirname(path), "x"), "w").write("x"))})
+                   "write_outside": attempt(lambda: open(os.path.join(os.path.dirname(path), "x"), "w").write("x")),
+                   # a GPU driver writes its own /proc/<pid> as it starts: granted to the child, not beyond
+                   "own_proc": attempt(lambda: open("/proc/self/comm", "w").write(open("/proc/self/comm").read())),
+                   "worker_proc": attempt(lambda: open(f"/proc/{os.getppid()}/comm", "w").write("x"))})
         elif mode in ("linger", "hang"):
             threading.Thread(target=time.sleep, args=(300,)).start()  # non-daemon: os._exit ends it
             daemon = subprocess.Popen([sys.executable, "-c", "import os, time; os.setsid(); time.sleep(300)"])
@@ -202,8 +205,9 @@ def test_a_forked_child_is_isolated_like_a_fresh_one(runner, tmp_path):
         res = runner.run(job("attack", str(secret), str(srv.getsockname()[1]), str(os.getpid()),
                              str(udp.getsockname()[1])))
         got = out(res)
-        for what in ("read", "tcp", "udp", "kill_worker", "kill_runner", "write_outside"):
+        for what in ("read", "tcp", "udp", "kill_worker", "kill_runner", "write_outside", "worker_proc"):
             assert not got[what]["ok"], f"{what}: {got[what]}"
+        assert got["own_proc"]["ok"], got["own_proc"]
         with pytest.raises(BlockingIOError):
             srv.accept()
         with pytest.raises(BlockingIOError):
