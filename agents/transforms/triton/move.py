@@ -90,7 +90,7 @@ def _parts(traced: Traced, block: int, num_warps: int, as_move: bool = False) ->
         row = math.prod(m.shape[m.plan.reduce_lo:])
         if block < row <= HELD_ROW_MAX:
             raise Unsupported(f"rows of {row} would be walked in blocks of {block}, several passes over memory, "
-                              f"where a block of {triton_next_pow2(row)} holds a row in registers and reads it once")
+                              f"where a block of {triton_next_pow2(row)} or more holds a row in registers and reads it once")
     return _forward(traced, m), kernel_source(m), launcher_source(m, block, num_warps)
 
 
