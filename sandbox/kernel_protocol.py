@@ -350,11 +350,12 @@ def measure_kernels(runner: Runner, reqs: list[KernelRequest]) -> list[KernelMea
     out: list[KernelMeasurement | None] = [None] * len(reqs)
     todo = []
     for i, r in enumerate(reqs):
+        if r.device.startswith("cuda"):  # its own job (it runs the static check itself)
+            out[i] = measure_kernel(runner, r, cache=None)
+            continue
         rejected = precheck_candidate(r.candidate_source) if r.mode != "aa" else None
         if rejected is not None:
             out[i] = rejected
-        elif r.device.startswith("cuda"):
-            out[i] = measure_kernel(runner, r, cache=None)
         else:
             todo.append((i, with_peaks(r), secrets.token_hex(16)))
     if todo:

@@ -190,7 +190,6 @@ class CudaTimer:
         self.flush_bytes = self.cuda.flush_bytes
         self.watch, self.recording, self.batch = watch, False, False
         self.leftover_s = 0.0  # device time after the end event: work on streams we did not time
-        self.suspicious = 0  # timed units whose leftover exceeded both 50 us and half the unit
         self.unit_lefts: tuple[list, list] = ([], [])  # (leftover, unit) seconds: reference, candidate
         self._side = 0
 
@@ -238,10 +237,18 @@ class CudaTimer:
         left = (cuda.now_ns() - t0) / 1e9
         took = ev.seconds()
         self.leftover_s += left
-        if left > 50e-6 and left > 0.5 * took:
-            self.suspicious += 1
         self.unit_lefts[self._side].append((left, took))
         return took, out
+
+    @staticmethod
+    def _hid(left: float, took: float) -> bool:
+        """A unit's leftover beyond both 50 us and half the unit: work its events did not see."""
+        return left > 50e-6 and left > 0.5 * took
+
+    @property
+    def suspicious(self) -> int:
+        """Timed units of either side whose leftover alone looks like hidden work."""
+        return sum(self._hid(left, took) for side in self.unit_lefts for left, took in side)
 
     def hidden_units(self) -> int:
         """The candidate's timed units that left the device working after their end event for
@@ -251,7 +258,7 @@ class CudaTimer:
         hidden work 3 times in a short measurement); hidden-stream work shows on one side only."""
         ref = sorted(left for left, _ in self.unit_lefts[0])
         base = ref[len(ref) // 2] if ref else 0.0
-        return sum(1 for left, took in self.unit_lefts[1] if left - base > 50e-6 and left - base > 0.5 * took)
+        return sum(self._hid(left - base, took) for left, took in self.unit_lefts[1])
 
     def hidden_work(self, candidate_units: int) -> bool:
         """More than a quarter of the candidate's units (at least 3) hid work from the timer."""

@@ -90,12 +90,8 @@ def _parts(traced: Traced, block: int, num_warps: int, as_move: bool = False) ->
         row = math.prod(m.shape[m.plan.reduce_lo:])
         if block < row <= HELD_ROW_MAX:
             raise Unsupported(f"rows of {row} would be walked in blocks of {block}, several passes over memory, "
-                              f"where a block of {triton_next_pow2(row)} or more holds a row in registers and reads it once")
+                              f"where a block of {1 << (row - 1).bit_length()} or more holds a row in registers and reads it once")
     return _forward(traced, m), kernel_source(m), launcher_source(m, block, num_warps)
-
-
-def triton_next_pow2(n: int) -> int:
-    return 1 << max(0, (int(n) - 1).bit_length())
 
 
 def _render(traced: Traced, fn: ast.FunctionDef, kernel: str, launcher: str) -> str:
