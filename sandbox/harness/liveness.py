@@ -75,7 +75,17 @@ class Recorder:
         self.objs = {id(o) for obj in found.values() if _triton_kernel(obj) for o in _chain(obj)}
         self.run_codes = {getattr(type(o).run, "__code__", None) for obj in found.values()
                           if _triton_kernel(obj) for o in _chain(obj)}
-        self.exts = {id(obj) for obj in found.values() if isinstance(obj, types.ModuleType)}
+        # A call into an extension is seen as a ``c_call`` of one of its functions. pybind11 (what
+        # load_inline builds) binds a function's ``__self__`` to its own function record, not to
+        # the module, so each function object is mapped to its module; ``__self__`` is kept for
+        # extensions whose functions are bound to the module (the C API's plain module functions).
+        self.exts: dict[int, int] = {}
+        for obj in found.values():
+            if isinstance(obj, types.ModuleType):
+                self.exts[id(obj)] = id(obj)
+                for fn in vars(obj).values():
+                    if isinstance(fn, types.BuiltinFunctionType):
+                        self.exts[id(fn)] = id(obj)
 
     def __call__(self, frame, event, arg) -> None:  # type: ignore[no-untyped-def]
         if event == "call":
@@ -85,8 +95,10 @@ class Recorder:
                 me = frame.f_locals.get("self")
                 if id(me) in self.objs:
                     self.entered.add(id(me))
-        elif event == "c_call" and id(getattr(arg, "__self__", None)) in self.exts:
-            self.entered.add(id(arg.__self__))
+        elif event == "c_call":
+            module = self.exts.get(id(arg), self.exts.get(id(getattr(arg, "__self__", None))))
+            if module is not None:
+                self.entered.add(module)
 
     def ran(self, obj) -> bool:  # type: ignore[no-untyped-def]
         if isinstance(obj, types.ModuleType):

@@ -1,0 +1,84 @@
+"""Calls into a candidate's compiled extension are seen by the liveness check (reward hack #15):
+a pybind11 module (what ``load_inline`` builds) binds each function's ``__self__`` to its own
+function record, not to the module, so the check once saw no call at all and flagged every honest
+``load_inline`` candidate ``hack_suspected``."""
+
+from __future__ import annotations
+
+import importlib.util
+import shutil
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+import pytest
+
+from arbor.agents.transforms import to_modelnew
+from arbor.agents.transforms.cpp import generate
+from arbor.sandbox.kernel_protocol import KernelRequest, measure_kernel
+from arbor.sandbox.local_runner import LocalRunner
+
+HARNESS = Path(__file__).resolve().parents[2] / "sandbox" / "harness"
+needs_cxx = pytest.mark.skipif(shutil.which("c++") is None, reason="no C++ compiler")
+
+TINY = r'''
+#include <pybind11/pybind11.h>
+static int twice(int x) { return 2 * x; }
+PYBIND11_MODULE(arbor_tiny_ext, m) { m.def("twice", &twice); }
+'''
+
+
+def _liveness():
+    spec = importlib.util.spec_from_file_location("arbor_test_liveness", HARNESS / "liveness.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@needs_cxx
+def test_a_call_into_a_pybind11_extension_counts_as_the_extension_running(tmp_path, monkeypatch):
+    from torch.utils.cpp_extension import include_paths
+
+    so = tmp_path / f"arbor_tiny_ext{sysconfig.get_config_var('EXT_SUFFIX')}"
+    (tmp_path / "m.cpp").write_text(TINY)
+    includes = [f"-I{p}" for p in (*include_paths(), sysconfig.get_paths()["include"])]
+    subprocess.run(["c++", "-O0", "-shared", "-fPIC", "-std=c++17", *includes, str(tmp_path / "m.cpp"),
+                    "-o", str(so)], check=True)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    ext = importlib.import_module("arbor_tiny_ext")
+    assert ext.twice.__self__ is not ext  # the pybind11 binding this guards against
+    live = _liveness()
+    assert live._extension(ext)
+    called, idle = live.Recorder({"ext": ext}), live.Recorder({"ext": ext})
+    assert live._watched(lambda: ext.twice(3), called)
+    assert live._watched(lambda: abs(-3), idle)
+    assert called.ran(ext) and not idle.ran(ext)
+    sys.modules.pop("arbor_tiny_ext", None)
+
+
+PROBLEM = '''
+import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def forward(self, x):
+        return torch.log_softmax(x, dim=1)
+
+def get_inputs():
+    return [torch.randn(32, 8192)]
+
+def get_init_inputs():
+    return []
+'''
+
+
+@needs_cxx
+@pytest.mark.skipif(shutil.which("ninja") is None, reason="no ninja on PATH")
+def test_a_generated_cpp_kernel_is_built_checked_and_timed_in_the_sandbox():
+    candidate = generate(to_modelnew(PROBLEM))
+    m = measure_kernel(LocalRunner(), KernelRequest(PROBLEM, candidate, time_budget_s=0.3, warmup_s=0.05,
+                                                    min_repeats=5, max_repeats=20, num_threads=1,
+                                                    timeout_s=240))
+    assert m.error_class is None, m.error_text
+    assert "_arbor_fused" not in m.stats["not_run_in_forward"] and m.baseline_samples and m.candidate_samples
