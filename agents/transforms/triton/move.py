@@ -15,15 +15,15 @@ problem's sizes (traced again at half size, the whole module must come out ident
 from __future__ import annotations
 
 import ast
-import copy
 import math
 
-from ..base import module_bindings, register
-from ..graph.emit import _free_names, _strip_frees, scaled_source
+from ..base import register
+from ..graph.emit import scaled_source
 from ..graph.trace import Traced, trace
 from .plan import Unsupported
-from .region import Match, match
+from .region import match
 from .source import KERNEL, LAUNCHER, kernel_source, launcher_source
+from .splice import forward_calling, splice
 
 BLOCKS = (16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536)
 WARPS = (1, 2, 4, 8, 16, 32)
@@ -45,42 +45,6 @@ def validate(params: dict) -> None:
         raise ValueError(f"num_warps must be one of {WARPS}, got {params.get('num_warps')!r}")
 
 
-def _forward(traced: Traced, m: Match) -> ast.FunctionDef:
-    """FX's code for the graph with the region replaced by one call of the launcher."""
-    import torch.fx
-
-    def launch(*args):  # type: ignore[no-untyped-def]  # a stand-in target: only its name is emitted
-        raise RuntimeError("placeholder")
-
-    launch.__name__ = LAUNCHER
-    graph = torch.fx.Graph(owning_module=traced.gm)
-    region = set(m.nodes)
-    env: dict = {}
-    for node in traced.gm.graph.nodes:
-        if node is m.root:
-            args = tuple(graph.get_attr(e) if isinstance(e, str) else env[e] for e in m.externals)
-            env[node] = graph.create_node("call_function", launch, args, {}, name="fused")
-        elif node not in region:
-            env[node] = graph.node_copy(node, lambda n: env[n])
-    graph.eliminate_dead_code()
-    graph.lint()
-    if any(str(n.target).startswith("_tensor_constant") for n in graph.nodes if n.op == "get_attr"):
-        raise Unsupported("a constant captured during tracing")
-    text = graph.python_code(root_module="self").src.replace("torch._C._nn.", "torch.nn.functional.")
-    fn = ast.parse(text.strip()).body[0]
-    assert isinstance(fn, ast.FunctionDef)
-    fn.returns = None
-    for a in fn.args.args:
-        a.annotation = None
-    for node in ast.walk(fn):  # FX prefixes the stand-in's module to its name
-        if isinstance(node, ast.Name) and node.id.endswith(LAUNCHER):
-            node.id = LAUNCHER
-    if _free_names(fn) - {"torch", "self", LAUNCHER}:
-        raise Unsupported("the rest of the forward refers to names the module does not define")
-    _strip_frees(fn)
-    return fn
-
-
 def _parts(traced: Traced, block: int, num_warps: int, as_move: bool = False) -> tuple[ast.FunctionDef, str, str]:
     """(new forward, kernel source, launcher source) for a traced candidate. ``as_move``: refuse a
     block that a block holding the row in registers makes pointless (the generator itself writes
@@ -91,34 +55,12 @@ def _parts(traced: Traced, block: int, num_warps: int, as_move: bool = False) ->
         if block < row <= HELD_ROW_MAX:
             raise Unsupported(f"rows of {row} would be walked in blocks of {block}, several passes over memory, "
                               f"where a block of {1 << (row - 1).bit_length()} or more holds a row in registers and reads it once")
-    return _forward(traced, m), kernel_source(m), launcher_source(m, block, num_warps)
+    return forward_calling(traced, m, LAUNCHER), kernel_source(m), launcher_source(m, block, num_warps)
 
 
 def _render(traced: Traced, fn: ast.FunctionDef, kernel: str, launcher: str) -> str:
-    tree = copy.deepcopy(traced.tree)
-    if {KERNEL, LAUNCHER, "triton", "tl"} & module_bindings(tree):
-        raise Unsupported("the module already binds a generated name")
-    cls = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "ModelNew")
-    old = next((n for n in cls.body if isinstance(n, ast.FunctionDef) and n.name == "forward"), None)
-    if old is None:
-        raise Unsupported("ModelNew has no forward")
-    fn.decorator_list = old.decorator_list
-    hints = {a.arg: a.annotation for a in old.args.args}
-    for a in fn.args.args:
-        a.annotation = hints.get(a.arg)
-    fn.returns = old.returns
-    cls.body[cls.body.index(old)] = fn
-    bound = module_bindings(tree)
-    imports = "".join(f"{line}\n" for name, line in (("torch", "import torch"), ("triton", "import triton"),
-                                                     ("tl", "import triton.language as tl")) if name not in bound)
-    generated = ast.parse(imports + kernel + "\n\n" + launcher).body
-    body, index = tree.body, 0
-    while index < len(body) and (isinstance(body[index], (ast.Import, ast.ImportFrom))
-                                 or (isinstance(body[index], ast.Expr) and isinstance(body[index].value, ast.Constant))):
-        index += 1
-    body[index:index] = generated
-    ast.fix_missing_locations(tree)
-    return ast.unparse(tree) + "\n"
+    return splice(traced, fn, kernel + "\n\n" + launcher, {KERNEL, LAUNCHER, "triton", "tl"},
+                  (("torch", "import torch"), ("triton", "import triton"), ("tl", "import triton.language as tl")))
 
 
 def generate(source: str, block: int, num_warps: int, as_move: bool = False) -> str:
