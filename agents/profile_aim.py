@@ -42,6 +42,7 @@ _TRANSFORM_REACH = {
     "strength_reduce_pow": {"elementwise"},
     "channels_last": {"conv", "layout", "pool", "norm"},
     "triton_codegen": {"elementwise", "reduction", "norm"},
+    "cpp_codegen": {"elementwise", "reduction", "norm"},
     "cuda_graph": {LAUNCH},
     "scoped_switch": {"conv"},  # cudnn_benchmark: the only switch a move may scope
 }

@@ -8,6 +8,7 @@ volume is still counted, so the result can say how much was thrown away.
 from __future__ import annotations
 
 import os
+import sys
 import shutil
 import stat
 import threading
@@ -46,6 +47,11 @@ def scrubbed_env(workdir: str, extra: dict[str, str], source: dict[str, str] | N
     src = os.environ if source is None else source
     env = {k: src[k] for k in PASSTHROUGH_ENV if k in src}
     env.setdefault("PATH", os.defpath)
+    # the interpreter's own bin folder first: tools installed beside it (ninja, which load_inline
+    # builds with) are found when Arbor runs without its environment activated
+    bindir = os.path.dirname(sys.executable)
+    if bindir and bindir not in env["PATH"].split(os.pathsep):
+        env["PATH"] = bindir + os.pathsep + env["PATH"]
     # PCI order makes CUDA's device N the N that NVML (clock control, fingerprints) talks about.
     env.update({"HOME": workdir, "TMPDIR": workdir, "PYTHONHASHSEED": "0", "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
                 # Triton compiles into its cache: inside the job's own (writable, discarded) directory

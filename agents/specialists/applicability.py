@@ -13,11 +13,17 @@ A generated Triton kernel (``triton_codegen``) runs on a CUDA device; on the CPU
 through Triton's interpreter, which Arbor's own environment switches on (``TRITON_INTERPRET=1``,
 passed to the job by the runner; a test setting). Without it the candidate cannot run at all:
 proposing it would spend a measurement on a certain ``runtime_error``.
+
+A generated C++ kernel (``cpp_codegen``) computes CPU tensors only, and is built when the
+candidate is imported (``load_inline``: a C++ compiler and ninja); without either every candidate
+would be a ``compile_error``.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
+import sys
 from collections.abc import Mapping
 
 from arbor.agents.skills import MoveSpec
@@ -38,10 +44,19 @@ def over_budget(move: MoveSpec, num_threads: int | None) -> bool:
 
 def cannot_run(move: MoveSpec, device: str | None, env: Mapping[str, str] | None = None) -> bool:
     """True when ``move``'s candidate cannot run on ``device``: a generated Triton kernel on the
-    CPU without Triton's interpreter."""
+    CPU without Triton's interpreter; a generated C++ kernel off the CPU, or with no toolchain."""
     env = os.environ if env is None else env
     kind = (device or "").split(":", 1)[0].strip().lower()
+    if move.transform == "cpp_codegen":
+        return kind != "cpu" or not cpp_toolchain(env)
     return move.transform == "triton_codegen" and kind == "cpu" and env.get("TRITON_INTERPRET") != "1"
+
+
+def cpp_toolchain(env: Mapping[str, str]) -> bool:
+    """A C++ compiler and ninja where a job finds them (its PATH, and the interpreter's own bin
+    folder, which the runner puts first: where ``pip install ninja`` puts it)."""
+    path = os.pathsep.join([os.path.dirname(sys.executable), env.get("PATH", os.defpath)])
+    return bool(shutil.which(env.get("CXX") or "c++", path=path) and shutil.which("ninja", path=path))
 
 
 def drop_noops(moves: list[MoveSpec], num_threads: int | None = None, device: str | None = None) -> list[MoveSpec]:

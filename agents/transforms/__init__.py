@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import ast
 
-from . import cuda_graphs, graph, inplace, knobs, layout, patterns, switches, template, triton, wrappers  # noqa: F401  (registration side effects)
+from . import cpp, cuda_graphs, graph, inplace, knobs, layout, patterns, switches, template, triton, wrappers  # noqa: F401  (registration side effects)
 from .base import (
     MODEL_CLASS,
     Transform,

@@ -1,0 +1,375 @@
+"""C++ source from a matched region: one CPU kernel, built by ``load_inline``, and its launcher.
+
+The kernel walks the region the way the Triton kernel's looped form does (``triton/source.py``),
+with the CPU's shape of parallelism: rows (``row`` mode) or blocks of elements (``flat``) are
+shared between torch's intra-op threads by ``at::parallel_for`` (so ``torch.set_num_threads``,
+which the campaign sets, is the kernel's thread count too), and each pass over a row is one
+``#pragma omp simd`` loop the compiler vectorises for the host (``-march=native``), reductions
+kept per lane and combined at the end. A row is walked once per group of dependent reductions
+(softmax: max, then the sum of exponentials) and once more to store; a row of a few hundred KB
+stays in the core's L2 between passes, which is where eager PyTorch pays a full read and write
+of memory per op.
+
+The transcendental functions are written out (``MATH``): glibc's ``expf``/``logf`` are calls the
+compiler does not vectorise, which made a first softmax 6x slower than ATen's. Each is the
+Cephes single-precision polynomial (relative error ~1e-7, the same as the library's), with the
+edge cases PyTorch gives: ``exp(-inf) = 0``, ``exp(+inf) = inf``, ``log(0) = -inf``,
+``log(x < 0) = nan``, NaN in -> NaN out. ``erf`` is Abramowitz & Stegun 7.1.26 (absolute error
+below 1.5e-7, 5e-7 once computed in float32; an absolute bound, so GELU's ``x * erf`` keeps it). Only float32 tensors on the CPU are computed (the move is offered only there);
+anything else is a ``TORCH_CHECK`` error, not a silent path back to PyTorch's ops.
+
+Modes: ``flat`` and ``row``. A ``column`` region (a reduction over middle dims, NCHW channels) is
+not written for the CPU: it is refused, and the Triton or compile moves remain.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+from ..triton.plan import Plan, Unsupported, Value
+from ..triton.region import Match
+from ..triton.source import _groups, _index_parts, _outside
+from .expr import translate
+
+KERNEL = "_arbor_cpu_kernel"
+LAUNCHER = "_arbor_fused"
+SOURCE = "_ARBOR_CPP"
+EXTENSION = "_arbor_ext"
+FLAGS = ("-O3", "-march=native", "-fopenmp-simd", "-fno-math-errno", "-fno-trapping-math", "-freciprocal-math")
+_NEUTRAL = {"sum": "0.0f", "max": "(-INFINITY)", "min": "INFINITY"}
+_COMBINE = {"sum": "{acc} += {x};", "max": "{acc} = ({x} > {acc}) ? {x} : {acc};",
+            "min": "{acc} = ({x} < {acc}) ? {x} : {acc};"}
+_CLAUSE = {"sum": "+", "max": "max", "min": "min"}
+
+MATH = r"""
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <ATen/Parallel.h>
+
+namespace {
+inline float arbor_bits(int32_t i) { float f; std::memcpy(&f, &i, 4); return f; }
+inline int32_t arbor_int(float f) { int32_t i; std::memcpy(&i, &f, 4); return i; }
+
+// exp: n = round(x / ln2), r = x - n ln2 (two-part ln2), Cephes' degree-6 polynomial p(r) in
+// [0.7, 1.42], and 2^n added to p's exponent bits (n in [-126, 128] after the clamp: 2^128 p
+// overflows to inf exactly when exp does; at the bottom the result is within 1.2e-38 of zero).
+inline float arbor_exp(float x) {
+  const float xc = x < -87.33654f ? -87.33654f : (x > 88.72283f ? 88.72283f : x);
+  const float n = std::floor(xc * 1.44269504088896341f + 0.5f);
+  float r = xc - n * 0.693359375f;
+  r = r - n * -2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * (r * r) + r + 1.0f;
+  const float y = arbor_bits(arbor_int(p) + ((int32_t)n << 23));
+  return x < -87.33654f ? 0.0f : (x > 88.72283f ? INFINITY : y);
+}
+
+// log: x = m 2^e with m in [sqrt(1/2), sqrt(2)), Cephes' polynomial in m - 1; subnormals scaled.
+inline float arbor_log(float x) {
+  const bool tiny = x < 1.17549435e-38f;
+  const float xs = tiny ? x * 8388608.0f : x;
+  const int32_t b = arbor_int(xs);
+  int32_t e = ((b >> 23) & 0xff) - 126 - (tiny ? 23 : 0);
+  float m = arbor_bits((b & 0x007fffff) | 0x3f000000);
+  const bool low = m < 0.707106781186547524f;
+  e = low ? e - 1 : e;
+  m = low ? m + m - 1.0f : m - 1.0f;
+  const float z = m * m;
+  float y = 7.0376836292e-2f;
+  y = y * m - 1.1514610310e-1f;
+  y = y * m + 1.1676998740e-1f;
+  y = y * m - 1.2420140846e-1f;
+  y = y * m + 1.4249322787e-1f;
+  y = y * m - 1.6668057665e-1f;
+  y = y * m + 2.0000714765e-1f;
+  y = y * m - 2.4999993993e-1f;
+  y = y * m + 3.3333331174e-1f;
+  const float ef = (float)e;
+  y = y * m * z - 2.12194440e-4f * ef - 0.5f * z;
+  float out = m + y + 0.693359375f * ef;
+  out = x == 0.0f ? -INFINITY : out;
+  out = x < 0.0f ? NAN : out;
+  out = x == INFINITY ? INFINITY : out;
+  return x != x ? x : out;
+}
+
+inline float arbor_sigmoid(float x) { return 1.0f / (1.0f + arbor_exp(-x)); }
+
+inline float arbor_erf(float x) {
+  const float a = std::fabs(x);
+  const float t = 1.0f / (1.0f + 0.3275911f * a);
+  const float p = ((((1.061405429f * t - 1.453152027f) * t + 1.421413741f) * t - 0.284496736f) * t
+                   + 0.254829592f) * t;
+  const float y = 1.0f - p * arbor_exp(-a * a);
+  return x != x ? x : (x < 0.0f ? -y : y);
+}
+
+// NaN-propagating, as torch.maximum / torch.minimum
+inline float arbor_max(float a, float b) { return (a > b || a != a) ? a : b; }
+inline float arbor_min(float a, float b) { return (a < b || a != a) ? a : b; }
+}  // namespace
+"""
+
+
+class _Writer:
+    def __init__(self, depth: int = 1) -> None:
+        self.lines: list[str] = []
+        self.depth = depth
+
+    def __call__(self, text: str) -> None:
+        self.lines.append("  " * self.depth + text)
+
+    def open(self, header: str) -> None:
+        self(header + " {")
+        self.depth += 1
+
+    def close(self, tail: str = "}") -> None:
+        self.depth -= 1
+        self(tail)
+
+
+def _load(m: Match, v: Value) -> str:
+    o = m.plan.operands[v.operand]
+    ptr = f"p{o.index}"
+    if o.level == "const":
+        return f"{ptr}[0]"
+    div, span = _index_parts(m, o)
+    if m.mode == "row" and o.level == "full" and o.lo >= m.plan.reduce_lo and o.hi == m.plan.ndim:
+        return f"{ptr}[c % {span}]" if span else f"{ptr}[c]"
+    if m.mode == "flat" and o.level == "full" and (div or span) and split(m) is not None:
+        return f"{ptr}[q{o.index}]" if o.hi < m.plan.ndim else f"{ptr}[q{o.index} + j]"
+    idx = "flat" if o.level == "full" else "rflat"
+    if div:
+        idx = f"({idx} / {div})"
+    if span:
+        idx = f"({idx} % {span})"
+    return f"{ptr}[{idx}]"
+
+
+def _emit_value(w: _Writer, m: Match, v: Value) -> None:
+    if v.operand is not None:
+        w(f"const float {v.name} = {_load(m, v)};")
+    elif v.reduce is None:
+        w(f"const float {v.name} = {translate(v.code)};")
+
+
+def _emit_outside(w: _Writer, m: Match, done: set[str]) -> None:
+    while True:
+        ready = _outside(m.plan, done)
+        if not ready:
+            return
+        for v in ready:
+            _emit_value(w, m, v)
+
+
+def _emit_chain(w: _Writer, m: Match, roots: list[str], kept: str | None = None) -> None:
+    """The full values ``roots`` need, in program order; ``kept`` is read back from the output,
+    and what only it needed is not computed."""
+    plan = m.plan
+    for name in plan.full_chain(roots):
+        if name == kept:
+            w(f"const float {name} = o[flat];")
+        elif kept is None or _needed_without(plan, roots, kept, name):
+            _emit_value(w, m, plan.value(name))
+
+
+def _needed_without(plan: Plan, roots: list[str], kept: str, name: str) -> bool:
+    """Whether ``name`` is needed by ``roots`` through a path that does not pass ``kept``."""
+    stack, seen = [r for r in roots if r != kept], set()
+    while stack:
+        n = stack.pop()
+        if n == name:
+            return True
+        if n in seen or n == kept or plan.level_of(n) != "full":
+            continue
+        seen.add(n)
+        stack.extend(plan.value(n).deps)
+    return False
+
+
+def _kept(plan: Plan, last_group: list[Value]) -> str | None:
+    """A costly value (one with a function call: exp, log, erf...) that the last pass over the row
+    computes anyway and the store pass needs: the last pass writes it to the output, the store
+    pass reads it back (softmax: one exp per element instead of two)."""
+    if plan.value(plan.output).level != "full":
+        return None
+    computed = set(plan.full_chain([r.deps[0] for r in last_group]))
+    shared = [n for n in plan.full_chain([plan.output]) if n in computed and plan.value(n).operand is None]
+    costly = [n for n in shared if any("tl." in plan.value(d).code for d in plan.full_chain([n]))]
+    return costly[-1] if costly else None
+
+
+def split(m: Match) -> int | None:
+    """For ``flat`` mode, the dim ``k`` that splits the domain into an outer loop and an inner one
+    over ``shape[k:]`` in which every operand's index is affine (``q + j``, or ``q``, with ``q``
+    computed once per outer step): a bias of shape ``(C,)`` read as ``flat % C`` is an integer
+    division per element, which no vector unit does. The inner dims must lie inside each
+    broadcast operand's own trailing dims (``k >= lo``) or after them (``k >= hi``); the smallest
+    such ``k`` gives the longest inner loop. None when no operand broadcasts (one plain loop)."""
+    plan = m.plan
+    partial = [o for o in plan.operands if o.level == "full" and (o.lo > 0 or o.hi < plan.ndim)]
+    if not partial:
+        return None
+    return max(o.lo if o.hi == plan.ndim else o.hi for o in partial)
+
+
+def _flat(w: _Writer, m: Match) -> None:
+    plan = m.plan
+    k = split(m)
+    if k is None:
+        w.open("at::parallel_for(0, N, 16384, [&](int64_t begin, int64_t end)")
+        _emit_outside(w, m, set())
+        w("#pragma omp simd")
+        w.open("for (int64_t flat = begin; flat < end; ++flat)")
+    else:
+        w.open("at::parallel_for(0, N / INNER, std::max<int64_t>(1, 16384 / std::max<int64_t>(INNER, 1)), "
+               "[&](int64_t begin, int64_t end)")
+        w.open("for (int64_t outer = begin; outer < end; ++outer)")
+        w("const int64_t base = outer * INNER;")
+        for o in plan.operands:
+            div, span = _index_parts(m, o)
+            if o.level == "full" and (div or span):
+                q = f"(base / {div})" if div else "base"
+                w(f"const int64_t q{o.index} = {q} % {span};" if span else f"const int64_t q{o.index} = {q};")
+        _emit_outside(w, m, set())
+        w("#pragma omp simd")
+        w.open("for (int64_t j = 0; j < INNER; ++j)")
+        w("const int64_t flat = base + j;")
+    _emit_chain(w, m, [plan.output])
+    w(f"o[flat] = {plan.output};")
+    w.close()
+    if k is not None:
+        w.close()
+    w.close("});")
+
+
+def _row(w: _Writer, m: Match) -> None:
+    plan = m.plan
+    w.open("at::parallel_for(0, ROWS, std::max<int64_t>(1, 16384 / std::max<int64_t>(R, 1)), "
+           "[&](int64_t begin, int64_t end)")
+    w.open("for (int64_t row = begin; row < end; ++row)")
+    w("const int64_t rflat = row * R;")
+    done: set[str] = set()
+    _emit_outside(w, m, done)
+    groups = _groups(plan)
+    kept = _kept(plan, groups[-1])
+    for k, group in enumerate(groups):
+        for r in group:
+            w(f"float acc_{r.name} = {_NEUTRAL[r.reduce]};")
+        clauses = " ".join(f"reduction({_CLAUSE[r.reduce]}:acc_{r.name})" for r in group)
+        w(f"#pragma omp simd {clauses}")
+        w.open("for (int64_t c = 0; c < R; ++c)")
+        w("const int64_t flat = rflat + c;")
+        last = k == len(groups) - 1
+        _emit_chain(w, m, [r.deps[0] for r in group] + ([kept] if last and kept else []))
+        if last and kept:
+            w(f"o[flat] = {kept};")
+        for r in group:
+            w(_COMBINE[r.reduce].format(acc=f"acc_{r.name}", x=r.deps[0]))
+        w.close()
+        for r in group:
+            w(f"const float {r.name} = acc_{r.name};")
+            done.add(r.name)
+        _emit_outside(w, m, done)
+    out = plan.value(plan.output)
+    if out.level == "full":
+        w("#pragma omp simd")
+        w.open("for (int64_t c = 0; c < R; ++c)")
+        w("const int64_t flat = rflat + c;")
+        _emit_chain(w, m, [plan.output], kept)
+        w(f"o[flat] = {plan.output};")
+        w.close()
+    else:
+        w(f"o[row] = {plan.output};")
+    w.close()
+    w.close("});")
+
+
+def _sizes(m: Match) -> list[str]:
+    out = []
+    for o in m.plan.operands:
+        div, span = _index_parts(m, o)
+        out += [a for a in (div, span) if a]
+    if m.mode == "row":
+        return out + ["R", "ROWS"]
+    return out + ["N"] + (["INNER"] if split(m) is not None else [])
+
+
+def kernel_source(m: Match) -> str:
+    """The C++ translation unit: the math, then the kernel taking the output and the operands."""
+    if m.mode not in ("flat", "row"):
+        raise Unsupported("a reduction over middle dims (column mode) has no CPU kernel")
+    plan: Plan = m.plan
+    tensors = ["out"] + [f"in{o.index}" for o in plan.operands]
+    params = ([f"torch::Tensor {t}" for t in tensors] + [f"int64_t {s}" for s in _sizes(m)]
+              + [f"double {name}_arg" for name in plan.runtime_args])
+    w = _Writer()
+    checks = " && ".join(f"{t}.device().is_cpu() && {t}.scalar_type() == at::kFloat && {t}.is_contiguous()"
+                         for t in tensors)
+    w(f'TORCH_CHECK({checks}, "the generated C++ kernel computes contiguous float32 CPU tensors only");')
+    w("float* __restrict__ o = out.data_ptr<float>();")
+    for o in plan.operands:
+        w(f"const float* __restrict__ p{o.index} = in{o.index}.data_ptr<float>();")
+    for name in plan.runtime_args:
+        w(f"const float {name} = (float){name}_arg;")
+    {"flat": _flat, "row": _row}[m.mode](w, m)
+    body = "\n".join(w.lines)
+    return f"{MATH}\nvoid {KERNEL}({', '.join(params)}) {{\n{body}\n}}\n"
+
+
+def extension_name(kernel: str) -> str:
+    """A name per source: load_inline keeps one module per name in a process."""
+    return "arbor_fused_" + hashlib.sha256(kernel.encode()).hexdigest()[:16]
+
+
+def module_source(kernel: str) -> str:
+    """The module-level code that builds the extension at import (a compile error is the
+    candidate's ``compile_error``)."""
+    flags = ", ".join(repr(f) for f in FLAGS)
+    return (f"{SOURCE} = {kernel!r}\n"
+            f"{EXTENSION} = load_inline(name={extension_name(kernel)!r}, cpp_sources={SOURCE}, "
+            f"functions=[{KERNEL!r}], extra_cflags=[{flags}], verbose=False)\n")
+
+
+def launcher_source(m: Match) -> str:
+    """The Python function that allocates the output and calls the kernel (no other path)."""
+    plan = m.plan
+    main = f"in{m.main}"
+    ins = [f"in{o.index}" for o in plan.operands]
+    lines = [f"def {LAUNCHER}({', '.join(ins)}):"]
+    lines += [f"    {x} = {x}.contiguous()" for x in ins]
+    out = plan.value(plan.output)
+    a, b = plan.reduce_lo, plan.reduce_hi
+    if out.level == "full":
+        shape = f"{main}.shape"
+    elif out.keep:
+        shape = f"tuple({main}.shape[:{a}]) + (1,) * {b - a} + tuple({main}.shape[{b}:])"
+    else:
+        shape = f"tuple({main}.shape[:{a}]) + tuple({main}.shape[{b}:])"
+    lines.append(f"    out = torch.empty({shape}, dtype={main}.dtype, device={main}.device)")
+    for o in plan.operands:
+        div, span = _index_parts(m, o)
+        if div:
+            lines.append(f"    {div} = {main}.shape[{o.hi}:].numel()")
+        if span:
+            lines.append(f"    {span} = {main}.shape[{o.lo}:{o.hi}].numel()")
+    if m.mode == "flat":
+        lines.append(f"    N = {main}.numel()")
+        if split(m) is not None:
+            lines.append(f"    INNER = {main}.shape[{split(m)}:].numel()")
+    else:
+        lines.append(f"    R = {main}.shape[{a}:].numel()")
+        lines.append(f"    ROWS = {main}.shape[:{a}].numel()")
+    for name, expression in plan.runtime_args.items():
+        lines.append(f"    {name} = {expression.format(main=main)}")
+    args = ", ".join(["out", *ins, *_sizes(m), *plan.runtime_args])
+    lines.append(f"    {EXTENSION}.{KERNEL}({args})")
+    lines.append("    return out")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,194 @@
+"""The generated C++ CPU kernel (``cpp_codegen``): what it emits, its math against torch's, and
+one real build per loop shape, compared with the reference."""
+
+from __future__ import annotations
+
+import ctypes
+import shutil
+import subprocess
+import types
+
+import pytest
+import torch
+
+from arbor.agents.transforms import apply_move, to_modelnew
+from arbor.agents.transforms.cpp import explain, generate
+from arbor.agents.transforms.cpp.source import FLAGS, MATH
+
+needs_cxx = pytest.mark.skipif(shutil.which("c++") is None or shutil.which("ninja") is None,
+                               reason="no C++ compiler or ninja on PATH")
+
+SOFTMAX = '''
+import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def forward(self, x):
+        return torch.softmax(x, dim=1)
+
+def get_inputs():
+    return [torch.randn(64, 4096)]
+
+def get_init_inputs():
+    return []
+'''
+
+ROW_CHAIN = '''
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+class Model(nn.Module):
+    def __init__(self, n):
+        super().__init__()
+        self.ln = nn.LayerNorm(n)
+
+    def forward(self, x):
+        x = F.gelu(x)
+        x = self.ln(x) * torch.sigmoid(x)
+        return torch.log_softmax(x, dim=-1)
+
+def get_inputs():
+    return [torch.randn(48, 1000)]
+
+def get_init_inputs():
+    return [1000]
+'''
+
+CONV_BIAS = '''
+import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3)
+        self.bias = nn.Parameter(torch.randn(8, 1, 1))
+        self.scale = nn.Parameter(torch.randn(30))
+
+    def forward(self, x):
+        x = self.conv(x)
+        return torch.tanh(x + self.bias) * self.scale - torch.exp(-x * x)
+
+def get_inputs():
+    return [torch.randn(4, 3, 32, 32)]
+
+def get_init_inputs():
+    return []
+'''
+
+
+def _kernel(source: str) -> str:
+    out = generate(to_modelnew(source))
+    start = out.index('_ARBOR_CPP = r"""') + len('_ARBOR_CPP = r"""')
+    return out[start:out.index('"""', start)]
+
+
+def test_softmax_computes_each_exponential_once():
+    kernel = _kernel(SOFTMAX)
+    passes = kernel.split("#pragma omp simd")[1:]
+    assert len(passes) == 3  # max, sum of exponentials (stored), scale
+    assert "arbor_exp" in passes[1] and "o[flat] = v" in passes[1]
+    assert "arbor_exp" not in passes[2] and "= o[flat];" in passes[2]
+
+
+def test_a_broadcast_operand_is_indexed_without_a_division_per_element():
+    out = generate(to_modelnew(CONV_BIAS))
+    inner = out[out.index("for (int64_t j = 0; j < INNER; ++j)"):]
+    inner = inner[:inner.index("o[flat] =")]
+    assert "%" not in inner and "/ in" not in inner
+    assert "INNER = in0.shape[3:].numel()" in out  # inside the scale's dims, after the bias's
+
+
+def test_refusals_say_why():
+    column = SOFTMAX.replace("torch.randn(64, 4096)", "torch.randn(8, 16, 32)")
+    assert "column" in explain(to_modelnew(column))
+    double = SOFTMAX.replace("torch.randn(64, 4096)", "torch.randn(64, 4096, dtype=torch.float64)")
+    assert "float32" in explain(to_modelnew(double))
+    assert apply_move(to_modelnew(column), "cpp_codegen", {}) is None
+    with pytest.raises(ValueError):
+        apply_move(to_modelnew(SOFTMAX), "cpp_codegen", {"block": 4})
+
+
+# --------------------------------------------------------------------------- the math, compiled
+
+_MATH_ABI = r'''
+extern "C" void run(int which, const float* x, float* y, long n) {
+  for (long i = 0; i < n; ++i) {
+    switch (which) {
+      case 0: y[i] = arbor_exp(x[i]); break;
+      case 1: y[i] = arbor_log(x[i]); break;
+      case 2: y[i] = arbor_sigmoid(x[i]); break;
+      case 3: y[i] = arbor_erf(x[i]); break;
+    }
+  }
+}
+'''
+
+
+@pytest.fixture(scope="module")
+def math_lib(tmp_path_factory):
+    if shutil.which("c++") is None:
+        pytest.skip("no C++ compiler")
+    d = tmp_path_factory.mktemp("math")
+    (d / "m.cpp").write_text(MATH.replace("#include <ATen/Parallel.h>", "") + _MATH_ABI)
+    subprocess.run(["c++", *FLAGS, "-shared", "-fPIC", str(d / "m.cpp"), "-o", str(d / "m.so")], check=True)
+    return ctypes.CDLL(str(d / "m.so"))
+
+
+def _run(lib, which: int, x: torch.Tensor) -> torch.Tensor:
+    x = x.contiguous().float()
+    y = torch.empty_like(x)
+    lib.run(which, ctypes.c_void_p(x.data_ptr()), ctypes.c_void_p(y.data_ptr()), ctypes.c_long(x.numel()))
+    return y
+
+
+EDGES = [float("-inf"), float("inf"), float("nan"), 0.0, -0.0, 1e-45, 1e-40, 1.17549435e-38, -1.0,
+         -87.3, -87.4, -100.0, 88.7, 88.8, 1e30]
+
+
+@pytest.mark.parametrize("which,fn,lo,hi", [(0, torch.exp, -87.0, 88.0), (1, torch.log, 1e-30, 1e30),
+                                            (2, torch.sigmoid, -60.0, 60.0), (3, torch.erf, -6.0, 6.0)])
+def test_the_vector_math_matches_torch(math_lib, which, fn, lo, hi):
+    g = torch.Generator().manual_seed(which)
+    if which == 1:  # log: spread over the exponents
+        x = torch.exp(torch.empty(200_000).uniform_(-69.0, 69.0, generator=g))
+    else:
+        x = torch.empty(200_000).uniform_(lo, hi, generator=g)
+    want, got = fn(x.double()), _run(math_lib, which, x).double()
+    if which == 3:  # erf: absolute error (A&S 7.1.26: 1.5e-7, plus float32 rounding)
+        assert (got - want).abs().max() < 6e-7
+    else:
+        assert ((got - want).abs() / want.abs().clamp_min(1e-30)).max() < 5e-7
+    edges = torch.tensor(EDGES)
+    want, got = fn(edges.double()).float(), _run(math_lib, which, edges)
+    same = (got == want) | (got.isnan() & want.isnan()) | ((got - want).abs() <= 1.5e-38 + 5e-7 * want.abs())
+    assert bool(same.all()), list(zip(EDGES, got.tolist(), want.tolist()))
+
+
+# --------------------------------------------------------------------------- real builds
+
+def _module(source: str, name: str) -> types.ModuleType:
+    mod = types.ModuleType(name)
+    exec(compile(source, name, "exec"), mod.__dict__)  # noqa: S102 - generated by the move under test
+    return mod
+
+
+@needs_cxx
+@pytest.mark.parametrize("problem", [ROW_CHAIN, CONV_BIAS], ids=["row-chain", "flat-broadcast"])
+def test_the_built_kernel_matches_the_reference(problem, tmp_path, monkeypatch):
+    monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path))
+    ref = _module(problem, "ref")
+    cand = _module(generate(to_modelnew(problem)), "cand")
+    torch.manual_seed(0)
+    a = ref.Model(*ref.get_init_inputs())
+    b = cand.ModelNew(*ref.get_init_inputs())
+    b.load_state_dict(a.state_dict())
+    with torch.no_grad():
+        for threads in (1, 2):
+            torch.set_num_threads(threads)
+            x = ref.get_inputs()
+            torch.testing.assert_close(b(*x), a(*x), rtol=1e-4, atol=1e-5)
+    if problem is ROW_CHAIN:  # the whole forward is the kernel: no path back to torch's ops
+        with pytest.raises(RuntimeError, match="float32 CPU tensors only"):
+            b(*[t.double() for t in ref.get_inputs()])
