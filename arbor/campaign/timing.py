@@ -33,9 +33,11 @@ from .context import Context
 from .final_count import counted
 
 
-def _durations(ctx: Context) -> tuple[list[float], list[float]]:
-    """(every measurement's duration, each candidate's total) — candidates only when measured."""
+def _durations(ctx: Context) -> tuple[list[float], list[float], dict[int, float]]:
+    """(every measurement's duration, each candidate's total, each node's latest measurement) —
+    candidates only when measured."""
     per_node: dict[int, float] = defaultdict(float)
+    latest: dict[int, float] = {}
     single: list[float] = []
     root = ctx.campaign.root_node_id
     for m in ctx.store.measurements_after(ctx.cid, 0, limit=100_000, samples=False):
@@ -43,14 +45,20 @@ def _durations(ctx: Context) -> tuple[list[float], list[float]]:
         if d <= 0:
             continue
         single.append(d)
+        latest[m.node_id] = d
         if m.node_id != root and m.purpose != "final":
             per_node[m.node_id] += d
-    return single, list(per_node.values())
+    return single, list(per_node.values()), latest
 
 
 def expected(ctx: Context) -> dict[str, float]:
-    """{'measurement_s', 'step_s', 'verify_s'} — zeros when there is no history yet."""
-    single, per_candidate = _durations(ctx)
+    """{'measurement_s', 'step_s', 'verify_s'} — zeros when there is no history yet.
+
+    The final verification measures the believed best again, so once the best has been measured
+    its own latest measurement prices each one: a candidate that builds a C++ extension in every
+    measurement process (~30 s) costs several median measurements, and priced at the median the
+    serial loop once ran 6 s past ``max_wall_s``."""
+    single, per_candidate, latest = _durations(ctx)
     if not single:
         return {"measurement_s": 0.0, "step_s": 0.0, "verify_s": 0.0}
     one = statistics.median(single)
@@ -59,8 +67,17 @@ def expected(ctx: Context) -> dict[str, float]:
     if ctx.step_walls:  # what a step really took here, agents and store included
         step = max(step, statistics.median(ctx.step_walls[-10:]))
     wanted = ctx.spec.critic.final_measurements
-    verify = one * verify_lacks(ctx, wanted) if wanted >= 2 and ctx.target.verify_best else 0.0
+    best = ctx.index.best()
+    unit = latest.get(best.id, one) if best is not None and best.parent_id is not None else one
+    verify = unit * verify_lacks(ctx, wanted) if wanted >= 2 and ctx.target.verify_best else 0.0
     return {"measurement_s": one, "step_s": step, "verify_s": verify}
+
+
+def measurement_s(ctx: Context, node_id: int) -> float:
+    """What one more measurement of ``node_id`` is expected to take: its own latest, else the
+    campaign's median."""
+    single, _, latest = _durations(ctx)
+    return latest.get(node_id, statistics.median(single) if single else 0.0)
 
 
 def verify_lacks(ctx: Context, wanted: int) -> int:

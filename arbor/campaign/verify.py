@@ -153,7 +153,7 @@ def run_final_verification(ctx: Context) -> dict | None:
 
 
 def _time_for(ctx: Context, node: NodeRecord, wanted: int, ref: Rule) -> bool:
-    need = max(0, wanted - counted(ctx, node.id, ref)) * timing.expected(ctx)["measurement_s"]
+    need = max(0, wanted - counted(ctx, node.id, ref)) * timing.measurement_s(ctx, node.id)
     return need <= timing.time_left(ctx)
 
 

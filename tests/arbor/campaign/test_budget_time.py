@@ -167,3 +167,43 @@ def test_the_verification_is_reserved_for_the_measurements_it_will_really_take(t
     assert timing.verify_lacks(ctx, 3) == lacks
     assert timing.expected(ctx)["verify_s"] == pytest.approx(7.0 * lacks)
     store.close()
+
+
+def test_the_verification_is_priced_at_the_best_candidates_own_measurements(tmp_path):
+    """A candidate that builds a C++ extension in every measurement process costs ~30 s a
+    measurement where the campaign's median is ~7 s; priced at the median, the serial loop started
+    a step it had no time for and ended 6 s past max_wall_s (l1_02 on the development set)."""
+    from types import SimpleNamespace
+
+    from arbor.agents.critic.gates import CriticConfig
+    from arbor.campaign import timing
+    from arbor.search_tree import open_store
+
+    store = open_store(f"sqlite:///{tmp_path / 'p.db'}")
+    camp = store.get_or_create_campaign("price", "kernel", {})
+    src = "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return x.relu()\n"
+
+    def node(tag: str, parent=None, durations=()):
+        n = store.add_node(camp.id, store.put_artifact(src + tag, "kernel_source"), "t", parent_id=parent)
+        for attempt, d in enumerate(durations, 1):
+            store.record_measurement(n.id, attempt, "primary", {
+                "status": "ok", "duration_s": d, "baseline_samples": [1.0] * 12,
+                "candidate_samples": [0.5] * 12}, "local")
+        return n
+
+    root = node("# reference\n", durations=[7.0])
+    camp = store.update_campaign(camp.id, root_node_id=root.id)
+    for k in range(4):
+        node(f"# eager {k}\n", root.id, [7.0])
+    best = node("# extension\n", root.id, [31.0, 29.0])
+    ctx = SimpleNamespace(
+        store=store, cid=camp.id, campaign=camp, parallel=None, noise_floor=0.01, step_walls=[],
+        target=SimpleNamespace(verify_best=True, reports_times=True),
+        index=SimpleNamespace(best=lambda: store.get_node(best.id)),
+        critic=SimpleNamespace(config=CriticConfig()),
+        spec=SimpleNamespace(critic=SimpleNamespace(final_measurements=3),
+                             agents=SimpleNamespace(proposals_per_step=1)))
+    assert timing.expected(ctx)["measurement_s"] == 7.0
+    assert timing.expected(ctx)["verify_s"] == pytest.approx(29.0 * timing.verify_lacks(ctx, 3))
+    assert timing.measurement_s(ctx, best.id) == 29.0 and timing.measurement_s(ctx, root.id + 1) == 7.0
+    store.close()
