@@ -49,6 +49,7 @@ class Context:
     step_walls: list[float] = field(default_factory=list)  # wall seconds of this process's steps (timing.py)
     step_started: float | None = None
     speed_of_light: dict = field(default_factory=dict)  # per-process cache of speed_of_light.for_context
+    deferred: dict[int, str] = field(default_factory=dict)  # serial loop: node -> why it was left queued
 
     def __post_init__(self) -> None:
         if self.index is None:

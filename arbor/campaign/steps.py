@@ -51,7 +51,7 @@ def select(ctx: Context, state: LoopState) -> LoopState:
         raise CampaignBusy("this run stalled and another `arbor run` took the campaign over — "
                            "stopping here; the other run carries on")
     flying = ctx.parallel.in_flight() if ctx.parallel is not None else ()
-    deferred = ctx.parallel.deferred if ctx.parallel is not None else {}  # left queued: no time for them
+    deferred = ctx.parallel.deferred if ctx.parallel is not None else ctx.deferred  # left queued: no time for them
     pending = [n.id for n in ctx.store.nodes(ctx.cid, states=PENDING) if n.id not in flying and n.id not in deferred]
     if pending:  # finish what a previous step (or a dead process) left half-way
         return {"parent_id": None, "node_ids": pending, "stop_reason": None}
@@ -61,8 +61,8 @@ def select(ctx: Context, state: LoopState) -> LoopState:
     evals = ctx.evaluations() + (ctx.parallel.pending_evaluations() if flying else 0)
     sol = speed_of_light.for_context(ctx) if ctx.spec.budget.sol_margin is not None else None
     reason = stop_reason(ctx.spec.budget, idx, evals, elapsed, timing.ahead_s(ctx), sol) or llm_stop_reason(ctx.llm)
-    if reason is None and ctx.parallel is not None:  # a candidate was left queued: it would not fit
-        reason = ctx.parallel.out_of_time()
+    if reason is None:  # a candidate was left queued: it would not fit
+        reason = ctx.parallel.out_of_time() if ctx.parallel is not None else next(iter(ctx.deferred.values()), None)
     if (reason is not None or idx.root() is None) and flying:  # no new work: wait for what is in flight
         verify_ahead(ctx)  # and give free workers the best's final measurements meanwhile
         return {"parent_id": None, "node_ids": [], "stop_reason": None}
@@ -151,9 +151,11 @@ def measure(ctx: Context, state: LoopState) -> LoopState:
         return measure_parallel(ctx, state)
     for nid in state.get("node_ids", []):
         node = ctx.store.get_node(nid)
-        if node.state != "queued":
+        if node.state != "queued" or nid in ctx.deferred:
             continue
         attempt = len(ctx.store.measurements(nid)) + 1
+        if attempt == 1 and node.parent_id is not None and _defer_for_time(ctx, node):
+            continue
         purpose = next_purpose(ctx, nid)
         if purpose == "remeasure" and reference_drifted(ctx.store.verdicts(nid)[-1]):
             reprobe_reference(ctx)
@@ -171,6 +173,21 @@ def measure(ctx: Context, state: LoopState) -> LoopState:
         if attempt == 1 and node.parent_id is not None:
             ctx.count_evaluation()
     return {}
+
+
+def _defer_for_time(ctx: Context, node: NodeRecord) -> bool:
+    """The serial loop's check of a proposed candidate's own kind, before its first measurement:
+    the step began because the *median* step fitted, but a candidate that builds a C++ extension
+    in every measurement (~30 s each, its confirmation and final too) can be several of them; one
+    started at 201 s of 240 ended the campaign at 315 s. It stays queued for a later run, and the
+    reason becomes the stop reason (as with several workers: ``Parallel.defer_for_time``)."""
+    reason = timing.dispatch_fits(ctx, ctx.source(node.artifact_sha))
+    if reason is None:
+        return False
+    ctx.deferred[node.id] = reason
+    ctx.store.append_event(ctx.cid, "deferred", {"reason": reason}, node_id=node.id, agent="loop")
+    ctx.report("sandbox_info", {"text": f"node {node.id} left queued for a later run: {reason}"})
+    return True
 
 
 def reprobe_reference(ctx: Context) -> None:

@@ -23,6 +23,7 @@ against ``max_wall_s: 210`` — and far less in its later ones (the compile cach
 
 from __future__ import annotations
 
+import re
 import statistics
 import time
 from collections import defaultdict
@@ -124,11 +125,23 @@ def time_left(ctx: Context) -> float:
     return ctx.spec.budget.max_wall_s - ctx.flush_elapsed()
 
 
+KINDS = ("eager", "compiled", "extension")
+_EXTENSION = re.compile(r"load_inline|cpp_extension")
+_KIND_WORDS = {"eager": "new", "compiled": "compiled", "extension": "C++-extension"}
+
+
+def kind_of_source(source: str) -> str:
+    """'extension' (builds a C++ extension in every measurement process: ninja's build files name
+    the job's folder, so the compile cache does not spare it), 'compiled' (pays in its first
+    measurement, loads from the compile cache in later ones) or 'eager'."""
+    if _EXTENSION.search(source):
+        return "extension"
+    return "compiled" if uses_compiler(source) else "eager"
+
+
 def _kind(ctx: Context, sha: str) -> str:
-    """'compiled' or 'eager': candidates that compile at run time pay for it in their first
-    measurement (and much less in later ones, which load from the compile cache)."""
     try:
-        return "compiled" if uses_compiler(ctx.source(sha)) else "eager"
+        return kind_of_source(ctx.source(sha))
     except Exception:  # noqa: BLE001 - an artifact that is not source (a replayed config)
         return "eager"
 
@@ -160,12 +173,12 @@ def by_kind(ctx: Context) -> dict[str, dict]:
         else:
             later[m.node_id].append(d)
     out: dict[str, dict] = {"firsts": firsts, "kind_of": kind_of}
-    for kind in ("any", "eager", "compiled"):
+    for kind in ("any", *KINDS):
         nodes = [n for n in firsts if kind == "any" or kind_of[n] == kind]
         ratios = [statistics.median(later[n]) / firsts[n] for n in nodes if later.get(n)]
         out[kind] = {"first": _upper_quartile([firsts[n] for n in nodes]),
                      "ratio": statistics.median(ratios) if ratios else None}
-    for kind in ("eager", "compiled"):
+    for kind in KINDS:
         if not out[kind]["first"]:
             out[kind]["first"] = out["any"]["first"]
         if out[kind]["ratio"] is None:
@@ -195,7 +208,7 @@ def dispatch_ahead_s(ctx: Context, source: str | None = None) -> float:
         return 0.0
     # not known yet (the step's check, before anything is proposed): the kind that could still fit;
     # the dispatch itself checks the candidate's own kind (parallel.Parallel.defer_for_time)
-    kinds = [("compiled" if uses_compiler(source) else "eager")] if source is not None else ["eager", "compiled"]
+    kinds = [kind_of_source(source)] if source is not None else list(KINDS)
     par = ctx.parallel
     lag = par.lag_s() if par is not None else 0.0  # the loop's own share of each measurement
     steps = 2 if ctx.spec.critic.confirm_new_best else 1
@@ -221,7 +234,7 @@ def dispatch_fits(ctx: Context, source: str) -> str | None:
     ahead = dispatch_ahead_s(ctx, source)
     used = ctx.flush_elapsed()
     if ahead and used + ahead > ctx.spec.budget.max_wall_s:
-        return (f"budget: {used:.0f} s used; a {('compiled' if uses_compiler(source) else 'new')} candidate, "
+        return (f"budget: {used:.0f} s used; a {_KIND_WORDS[kind_of_source(source)]} candidate, "
                 f"its confirmation, what is in flight and the final verification (~{ahead:.0f} s) would not "
                 f"finish inside max_wall_s={ctx.spec.budget.max_wall_s:.0f}")
     return None

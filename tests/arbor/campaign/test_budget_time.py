@@ -207,3 +207,49 @@ def test_the_verification_is_priced_at_the_best_candidates_own_measurements(tmp_
     assert timing.expected(ctx)["verify_s"] == pytest.approx(29.0 * timing.verify_lacks(ctx, 3))
     assert timing.measurement_s(ctx, best.id) == 29.0 and timing.measurement_s(ctx, root.id + 1) == 7.0
     store.close()
+
+
+def test_the_serial_loop_leaves_a_candidate_queued_when_its_own_kind_would_not_fit(tmp_path):
+    """The serial loop starts a step when the median step fits; a candidate that builds a C++
+    extension in every measurement (~30 s each: first, confirmation, final) started at 201 s of
+    240 ended a development-set campaign at 315 s. Before its first measurement the candidate's own
+    kind is priced; one that would not fit stays queued and its reason becomes the stop reason."""
+    from types import SimpleNamespace
+
+    from arbor.campaign import steps, timing
+    from arbor.search_tree import open_store
+
+    store = open_store(f"sqlite:///{tmp_path / 'x.db'}")
+    camp = store.get_or_create_campaign("ext", "kernel", {})
+    eager = "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return x.relu()\n"
+    extension = eager + "from torch.utils.cpp_extension import load_inline\n"
+
+    def node(source: str, parent=None, durations=()):
+        n = store.add_node(camp.id, store.put_artifact(source, "kernel_source"), "t", parent_id=parent)
+        for attempt, d in enumerate(durations, 1):
+            store.record_measurement(n.id, attempt, "primary" if attempt == 1 else "confirm",
+                                     {"status": "ok", "duration_s": d}, "local")
+        return n
+
+    root = node("# reference\n" + eager, durations=[7.0])
+    camp = store.update_campaign(camp.id, root_node_id=root.id)
+    for k in range(3):
+        node(eager + f"# {k}\n", root.id, [7.0])
+    node(extension + "# built\n", root.id, [30.0, 30.0])
+    assert timing.kind_of_source(extension) == "extension" and timing.kind_of_source(eager) == "eager"
+    reports = []
+    sources = {}
+    ctx = SimpleNamespace(
+        store=store, cid=camp.id, campaign=camp, parallel=None, deferred={}, target=SimpleNamespace(verify_best=True),
+        spec=SimpleNamespace(critic=SimpleNamespace(confirm_new_best=True, final_measurements=3),
+                             budget=SimpleNamespace(max_wall_s=240.0)),
+        source=lambda sha: sources.setdefault(sha, store.get_artifact(sha)), flush_elapsed=lambda: 201.0,
+        report=lambda kind, payload: reports.append((kind, payload)))
+    # 201 s used of 240: eager 7 + 7 + 7 fits; an extension 30 + 30 + 30 does not
+    fresh_eager = node(eager + "# new\n", root.id)
+    fresh_ext = node(extension + "# new\n", root.id)
+    assert not steps._defer_for_time(ctx, store.get_node(fresh_eager.id))
+    assert steps._defer_for_time(ctx, store.get_node(fresh_ext.id))
+    assert "C++-extension candidate" in ctx.deferred[fresh_ext.id] and fresh_eager.id not in ctx.deferred
+    assert [e.payload["reason"] for e in store.events(camp.id, kinds=["deferred"])] == [ctx.deferred[fresh_ext.id]]
+    store.close()
