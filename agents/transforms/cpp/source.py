@@ -28,7 +28,7 @@ import hashlib
 
 from ..triton.plan import Plan, Unsupported, Value
 from ..triton.region import Match
-from ..triton.source import _groups, _index_parts, _outside
+from ..triton.source import groups, index_parts, outside
 from .expr import translate
 
 KERNEL = "_arbor_cpu_kernel"
@@ -140,7 +140,7 @@ def _load(m: Match, v: Value) -> str:
     ptr = f"p{o.index}"
     if o.level == "const":
         return f"{ptr}[0]"
-    div, span = _index_parts(m, o)
+    div, span = index_parts(m, o)
     if m.mode == "row" and o.level == "full" and o.lo >= m.plan.reduce_lo and o.hi == m.plan.ndim:
         return f"{ptr}[c % {span}]" if span else f"{ptr}[c]"
     if m.mode == "flat" and o.level == "full" and (div or span) and split(m) is not None:
@@ -162,7 +162,7 @@ def _emit_value(w: _Writer, m: Match, v: Value) -> None:
 
 def _emit_outside(w: _Writer, m: Match, done: set[str]) -> None:
     while True:
-        ready = _outside(m.plan, done)
+        ready = outside(m.plan, done)
         if not ready:
             return
         for v in ready:
@@ -234,7 +234,7 @@ def _flat(w: _Writer, m: Match) -> None:
         w.open("for (int64_t outer = begin; outer < end; ++outer)")
         w("const int64_t base = outer * INNER;")
         for o in plan.operands:
-            div, span = _index_parts(m, o)
+            div, span = index_parts(m, o)
             if o.level == "full" and (div or span):
                 q = f"(base / {div})" if div else "base"
                 w(f"const int64_t q{o.index} = {q} % {span};" if span else f"const int64_t q{o.index} = {q};")
@@ -258,16 +258,16 @@ def _row(w: _Writer, m: Match) -> None:
     w("const int64_t rflat = row * R;")
     done: set[str] = set()
     _emit_outside(w, m, done)
-    groups = _groups(plan)
-    kept = _kept(plan, groups[-1])
-    for k, group in enumerate(groups):
+    passes = groups(plan)
+    kept = _kept(plan, passes[-1])
+    for k, group in enumerate(passes):
         for r in group:
             w(f"float acc_{r.name} = {_NEUTRAL[r.reduce]};")
         clauses = " ".join(f"reduction({_CLAUSE[r.reduce]}:acc_{r.name})" for r in group)
         w(f"#pragma omp simd {clauses}")
         w.open("for (int64_t c = 0; c < R; ++c)")
         w("const int64_t flat = rflat + c;")
-        last = k == len(groups) - 1
+        last = k == len(passes) - 1
         _emit_chain(w, m, [r.deps[0] for r in group] + ([kept] if last and kept else []))
         if last and kept:
             w(f"o[flat] = {kept};")
@@ -295,7 +295,7 @@ def _row(w: _Writer, m: Match) -> None:
 def _sizes(m: Match) -> list[str]:
     out = []
     for o in m.plan.operands:
-        div, span = _index_parts(m, o)
+        div, span = index_parts(m, o)
         out += [a for a in (div, span) if a]
     if m.mode == "row":
         return out + ["R", "ROWS"]
@@ -355,7 +355,7 @@ def launcher_source(m: Match) -> str:
         shape = f"tuple({main}.shape[:{a}]) + tuple({main}.shape[{b}:])"
     lines.append(f"    out = torch.empty({shape}, dtype={main}.dtype, device={main}.device)")
     for o in plan.operands:
-        div, span = _index_parts(m, o)
+        div, span = index_parts(m, o)
         if div:
             lines.append(f"    {div} = {main}.shape[{o.hi}:].numel()")
         if span:

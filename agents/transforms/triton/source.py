@@ -59,12 +59,12 @@ def _operand_args(m: Match) -> list[str]:
     """Per-operand size arguments (the divisor and span of its flat index), where needed."""
     out = []
     for o in m.plan.operands:
-        div, span = _index_parts(m, o)
+        div, span = index_parts(m, o)
         out += [a for a in (div, span) if a]
     return out
 
 
-def _index_parts(m: Match, o) -> tuple[str | None, str | None]:  # type: ignore[no-untyped-def]
+def index_parts(m: Match, o) -> tuple[str | None, str | None]:  # type: ignore[no-untyped-def]
     if o.level == "const":
         return None, None
     ndim = m.plan.ndim
@@ -80,7 +80,7 @@ def _load(m: Match, v: Value, masked: bool) -> str:
     ptr = f"in{o.index}_ptr"
     if o.level == "const":
         return f"tl.load({ptr}).to(tl.float32)"
-    div, span = _index_parts(m, o)
+    div, span = index_parts(m, o)
     if m.mode == "row" and o.level == "full" and o.lo >= m.plan.reduce_lo and o.hi == m.plan.ndim:
         idx = f"cols % {span}" if span else "cols"
     else:
@@ -105,7 +105,7 @@ def _store(m: Match, value: str, where: str, masked: bool) -> str:
     return f"tl.store(out_ptr + {where}, {value}.to(out_ptr.dtype.element_ty){mask})"
 
 
-def _outside(plan: Plan, done: set[str]) -> list[Value]:
+def outside(plan: Plan, done: set[str]) -> list[Value]:
     """Row/const values whose inputs are all available, not yet emitted."""
     ready = []
     for v in plan.values:
@@ -117,7 +117,7 @@ def _outside(plan: Plan, done: set[str]) -> list[Value]:
     return ready
 
 
-def _groups(plan: Plan) -> list[list[Value]]:
+def groups(plan: Plan) -> list[list[Value]]:
     """Reductions grouped by how many reductions precede them: each group is one pass."""
     depth = plan.depth()
     by: dict[int, list[Value]] = {}
@@ -128,7 +128,7 @@ def _groups(plan: Plan) -> list[list[Value]]:
 
 def _emit_outside(w: _Writer, m: Match, done: set[str], masked: bool) -> None:
     while True:
-        ready = _outside(m.plan, done)
+        ready = outside(m.plan, done)
         if not ready:
             return
         for v in ready:
@@ -172,7 +172,7 @@ def _row_single(w: _Writer, m: Match, done: set[str]) -> None:
 
 def _row_looped(w: _Writer, m: Match, done: set[str]) -> None:
     plan = m.plan
-    for group in _groups(plan):
+    for group in groups(plan):
         for r in group:
             w(f"acc_{r.name} = tl.full([BLOCK], {_NEUTRAL[r.reduce]}, tl.float32)")
         with w.block("for start in range(0, R, BLOCK):"):
@@ -219,7 +219,7 @@ def _column(w: _Writer, m: Match) -> None:
     w("rflat = outer * R * INNER + lanes")
     done: set[str] = set()
     _emit_outside(w, m, done, True)
-    for group in _groups(plan):
+    for group in groups(plan):
         for r in group:
             w(f"acc_{r.name} = tl.full([BLOCK], {_NEUTRAL[r.reduce]}, tl.float32)")
         w("flat = rflat")
@@ -276,7 +276,7 @@ def launcher_source(m: Match, block: int, num_warps: int) -> str:
     lines.append(f"    out = torch.empty({shape}, dtype={main}.dtype, device={main}.device)")
     sizes: list[str] = []
     for o in plan.operands:
-        div, span = _index_parts(m, o)
+        div, span = index_parts(m, o)
         if div:
             lines.append(f"    {div} = {main}.shape[{o.hi}:].numel()")
             sizes.append(div)
