@@ -253,3 +253,27 @@ def test_the_serial_loop_leaves_a_candidate_queued_when_its_own_kind_would_not_f
     assert "C++-extension candidate" in ctx.deferred[fresh_ext.id] and fresh_eager.id not in ctx.deferred
     assert [e.payload["reason"] for e in store.events(camp.id, kinds=["deferred"])] == [ctx.deferred[fresh_ext.id]]
     store.close()
+
+
+def test_the_first_extension_candidate_of_a_campaign_is_priced_with_its_build(tmp_path):
+    """Before a campaign has measured any candidate that builds an extension, one is assumed to
+    cost an eager measurement plus the build (timing.EXTENSION_BUILD_S), and as much again in each
+    later measurement: the first one of l1_13's campaign was priced at 13 s a measurement and ended
+    it 43 s past max_wall_s."""
+    from types import SimpleNamespace
+
+    from arbor.campaign import timing
+    from arbor.search_tree import open_store
+
+    store = open_store(f"sqlite:///{tmp_path / 'f.db'}")
+    camp = store.get_or_create_campaign("first", "kernel", {})
+    eager = "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return x.relu()\n"
+    root = store.add_node(camp.id, store.put_artifact("# reference\n" + eager, "kernel_source"), "t")
+    store.record_measurement(root.id, 1, "primary", {"status": "ok", "duration_s": 7.0}, "local")
+    camp = store.update_campaign(camp.id, root_node_id=root.id)
+    sources = {}
+    ctx = SimpleNamespace(store=store, cid=camp.id, campaign=camp, source=lambda sha: sources.setdefault(sha, store.get_artifact(sha)))
+    kinds = timing.by_kind(ctx)
+    assert kinds["extension"]["first"] == 7.0 + timing.EXTENSION_BUILD_S and kinds["extension"]["ratio"] == 1.0
+    assert kinds["eager"]["first"] == 7.0
+    store.close()
