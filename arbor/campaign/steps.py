@@ -350,7 +350,9 @@ def _finish(ctx: Context, node: NodeRecord, j: Judgement, measurement_id: int | 
 
 
 def requeued(ctx: Context, state: LoopState) -> bool:
-    return any(ctx.store.get_node(n).state == "queued" for n in state.get("node_ids", []))
+    """Queued nodes of this step still to measure (a node left queued for want of time is not:
+    measuring it again would loop here forever)."""
+    return any(n not in ctx.deferred and ctx.store.get_node(n).state == "queued" for n in state.get("node_ids", []))
 
 
 # --- update ----------------------------------------------------------------------------

@@ -277,3 +277,37 @@ def test_the_first_extension_candidate_of_a_campaign_is_priced_with_its_build(tm
     assert kinds["extension"]["first"] == 7.0 + timing.EXTENSION_BUILD_S and kinds["extension"]["ratio"] == 1.0
     assert kinds["eager"]["first"] == 7.0
     store.close()
+
+
+def test_a_serial_campaign_that_leaves_a_candidate_queued_stops_with_the_reason(tmp_path, monkeypatch):
+    """A candidate the serial loop leaves queued for want of time ends the campaign with that
+    reason, and the loop does not go back to measure it (it once spun there for ten minutes on the
+    quickstart, its store's log growing); a later run with more time measures it."""
+    from arbor.campaign import timing
+
+    landscape = _landscape(tmp_path, s=0.0)
+    spec = parse_spec({"name": "defer", "target": {"kind": "replay", "landscape": str(landscape), "moves": "any"},
+                       "budget": {"max_evaluations": 100, "max_wall_s": 600},
+                       "critic": {"max_cv": 0.5, "min_speedup": 1.02, "final_measurements": 3},
+                       "store": {"url": f"sqlite:///{tmp_path / 'd.db'}"}}, "<test>", tmp_path)
+    calls = []
+    reason = "budget: a candidate that would not fit (test)"
+    monkeypatch.setattr(timing, "dispatch_fits", lambda ctx, source: calls.append(1) or (reason if len(calls) >= 3 else None))
+    t0 = time.monotonic()
+    summary = run_campaign(spec, lambda kind, data: None)
+    assert time.monotonic() - t0 < 60
+    assert summary.stop_reason == reason
+    from arbor.search_tree import open_store
+
+    store = open_store(f"sqlite:///{tmp_path / 'd.db'}")
+    camp = store.get_campaign("defer")
+    deferred = [e.node_id for e in store.events(camp.id, kinds=["deferred"])]
+    assert len(deferred) == 1 and store.get_node(deferred[0]).state == "queued"
+    assert not store.measurements(deferred[0])
+    store.close()
+    monkeypatch.setattr(timing, "dispatch_fits", lambda ctx, source: None)
+    spec.budget.max_evaluations = 4
+    again = run_campaign(spec, lambda kind, data: None)
+    store = open_store(f"sqlite:///{tmp_path / 'd.db'}")
+    assert store.measurements(deferred[0]) and again.stop_reason.startswith("budget")
+    store.close()
