@@ -294,11 +294,16 @@ _DEFAULT_CACHE = object()
 def compile_facts(m: KernelMeasurement, cache: str) -> dict:
     """The candidate's first call (its compilation, or the cache's load) apart from its timing:
     ``compile_s`` is that call less the steady per-call time of the timed samples, plus Inductor's
-    vector-ISA probe when the job ran it ahead of the candidate (harness/compile_cache.py)."""
+    vector-ISA probe when the job ran it ahead of the candidate (harness/compile_cache.py);
+    ``import_s`` when importing the problem and the candidate took a second or more (a
+    ``load_inline`` extension is built there, not at the first call)."""
     first = (m.stats.get("first_call_s") or [None, None])[-1]
     steady = sorted(m.candidate_samples)[len(m.candidate_samples) // 2] if m.candidate_samples else 0.0
     probe = float((m.stats.get("compile_cache") or {}).get("isa_probe_s") or 0.0)
     out: dict = {"cache": cache}
+    imported = (m.phase_times or {}).get("import")
+    if isinstance(imported, (int, float)) and imported >= 1.0:  # a build at import (load_inline)
+        out["import_s"] = round(float(imported), 3)
     if isinstance(first, (int, float)):
         out.update(first_call_s=round(float(first), 4),
                    compile_s=round(max(0.0, float(first) - steady) + probe, 4))

@@ -74,4 +74,5 @@ def line(c: dict | None) -> str:
     s = c.get("compile_s")
     what = {"hit": "loaded from the compile cache", "miss": "compiled, kept in the compile cache",
             "off": "no compile cache"}.get(c.get("cache") or "", f"compile cache {c.get('cache')}")
-    return f", first call {s:.1f} s ({what})" if isinstance(s, (int, float)) else ""
+    built = f", import {c['import_s']:.1f} s" if c.get("import_s") else ""
+    return f", first call {s:.1f} s ({what}){built}" if isinstance(s, (int, float)) else ""

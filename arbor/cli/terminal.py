@@ -125,7 +125,8 @@ class Reporter:
             self.console.print(f"{t} forked from {data['from']}: {data['note']}", markup=False)
         elif kind == "compile" and data.get("cache") not in (None, "off"):
             what = "loaded from the compile cache" if data["cache"] == "hit" else f"compiled ({data['cache']})"
-            self.console.print(f"{t}   [dim]first call {data.get('compile_s') or 0:.1f} s: {what}[/]", markup=True)
+            built = f"; import {data['import_s']:.1f} s (extensions are built there)" if data.get("import_s") else ""
+            self.console.print(f"{t}   [dim]first call {data.get('compile_s') or 0:.1f} s: {what}{built}[/]", markup=True)
         elif kind in ("sandbox_warning", "sandbox_info"):  # isolation gaps, clock locks (arbor.campaign.sandbox_setup)
             from rich.markup import escape
 
