@@ -35,6 +35,8 @@ def note(ctx: Context, node_id: int, attempt: int, purpose: str, result: dict) -
     payload = {"attempt": attempt, "purpose": purpose, "compile_s": c.get("compile_s"),
                "first_call_s": c.get("first_call_s"), "cache": c.get("cache"),
                "measurement_s": result.get("duration_s")}
+    if c.get("import_s"):  # a load_inline extension is built while the candidate is imported
+        payload["import_s"] = c["import_s"]
     ctx.store.append_event(ctx.cid, "compile", payload, node_id=node_id, agent="sandbox")
     ctx.report("compile", {"node_id": node_id, **payload})
 
@@ -50,7 +52,8 @@ def of_node(measurements: list) -> dict | None:  # type: ignore[type-arg]
         if not isinstance(c, dict) or m.status != "ok":
             continue
         rows.append({"attempt": m.attempt, "purpose": m.purpose, "cache": c.get("cache"),
-                     "compile_s": c.get("compile_s"), "measurement_s": round(float(m.duration_s or 0.0), 2)})
+                     "compile_s": c.get("compile_s"), "import_s": c.get("import_s"),
+                     "measurement_s": round(float(m.duration_s or 0.0), 2)})
     if not any(r["cache"] not in (None, "off") or (r["compile_s"] or 0.0) >= MIN_EVENT_S for r in rows):
         return None
     first, later = rows[0], rows[1:]
@@ -61,6 +64,7 @@ def of_node(measurements: list) -> dict | None:  # type: ignore[type-arg]
 
     out = {"first_compile_s": first["compile_s"], "first_measurement_s": first["measurement_s"],
            "later_compile_s": med("compile_s"), "later_measurement_s": med("measurement_s"),
+           "first_import_s": first["import_s"], "later_import_s": med("import_s"),
            "cache_hits": sum(1 for r in later if r["cache"] == "hit"), "measurements": rows}
     if out["later_measurement_s"] and first["measurement_s"]:
         out["later_over_first"] = round(out["later_measurement_s"] / first["measurement_s"], 3)

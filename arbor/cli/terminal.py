@@ -168,8 +168,11 @@ def print_summary(console: Console, s) -> None:
         later = (f"; later measurements {comp['later_measurement_s']:.1f} s with a first call of "
                  f"{comp['later_compile_s']:.1f} s ({comp['cache_hits']} loaded from the compile cache)"
                  if comp.get("later_measurement_s") is not None and comp.get("later_compile_s") is not None else "")
+        built = (f"; its extension built at import: {comp['first_import_s']:.1f} s"
+                 + (f", {comp['later_import_s']:.1f} s later" if comp.get("later_import_s") else "")
+                 if comp.get("first_import_s") else "")
         console.print(f"compile       best's first call {comp['first_compile_s']:.1f} s in a "
-                      f"{comp['first_measurement_s']:.1f} s measurement{later}")
+                      f"{comp['first_measurement_s']:.1f} s measurement{later}{built}")
     if getattr(s, "llm", None):
         u = s.llm
         console.print(f"LLM usage     {u['prompt_tokens']:,} prompt + {u['completion_tokens']:,} completion tokens, "

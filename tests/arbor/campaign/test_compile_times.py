@@ -42,3 +42,19 @@ def test_a_compiled_measurement_is_an_event_and_a_report():
     assert [(k, n) for k, n, _ in events] == [("compile", 7)]
     assert events[0][2]["cache"] == "hit" and events[0][2]["measurement_s"] == 12.0
     assert reports == [("compile", {"node_id": 7, **events[0][2]})]
+
+
+def test_an_extension_built_at_import_says_so():
+    """A load_inline candidate builds its extension while it is imported: its first call is
+    instant, and without the import time the line read as if nothing had been compiled."""
+    events, reports = [], []
+    ctx = NS(cid=1, store=NS(append_event=lambda cid, kind, payload, node_id, agent: events.append(payload)),
+             report=lambda kind, data: reports.append(data))
+    compile_times.note(ctx, 3, 1, "primary", {"duration_s": 27.0, "stats": {"compile": {
+        "compile_s": 0.0, "cache": "miss", "import_s": 24.6}}})
+    assert events[0]["import_s"] == 24.6 and reports[0]["import_s"] == 24.6
+    assert compile_times.line({"compile_s": 0.0, "cache": "miss", "import_s": 24.6}).endswith(", import 24.6 s")
+    ms = [_m(1, "primary", 0.0, "miss", 27.0), _m(2, "confirm", 0.0, "miss", 26.0)]
+    for m in ms:
+        m.stats["compile"]["import_s"] = 24.6
+    assert compile_times.of_node(ms)["first_import_s"] == 24.6 == compile_times.of_node(ms)["later_import_s"]
