@@ -311,3 +311,42 @@ def test_a_serial_campaign_that_leaves_a_candidate_queued_stops_with_the_reason(
     store = open_store(f"sqlite:///{tmp_path / 'd.db'}")
     assert store.measurements(deferred[0]) and again.stop_reason.startswith("budget")
     store.close()
+
+
+@pytest.mark.parametrize("elapsed, profiled", [(100.0, True), (178.0, False)])
+def test_a_new_best_is_profiled_only_when_the_final_verification_still_fits(tmp_path, elapsed, profiled):
+    """A profile job imports the candidate as a measurement does (~25 s for one that builds a C++
+    extension); profiled at 178 s of 210, the quickstart's new best ended the campaign at 228 s."""
+    from types import SimpleNamespace
+
+    from arbor.agents.critic.gates import CriticConfig
+    from arbor.campaign import steps
+    from arbor.search_tree import open_store
+
+    store = open_store(f"sqlite:///{tmp_path / 'q.db'}")
+    camp = store.get_or_create_campaign("prof", "kernel", {})
+    src = "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return x.relu()\n"
+
+    def node(tag: str, parent=None, durations=()):
+        n = store.add_node(camp.id, store.put_artifact(src + tag, "kernel_source"), "t", parent_id=parent)
+        for attempt, d in enumerate(durations, 1):
+            store.record_measurement(n.id, attempt, "primary", {
+                "status": "ok", "duration_s": d, "baseline_samples": [1.0] * 12,
+                "candidate_samples": [0.5] * 12}, "local")
+        return n
+
+    root = node("# reference\n", durations=[7.0])
+    camp = store.update_campaign(camp.id, root_node_id=root.id)
+    best = node("# extension\n", root.id, [27.0, 27.0])
+    reports = []
+    ctx = SimpleNamespace(
+        store=store, cid=camp.id, campaign=camp, parallel=None, noise_floor=0.01, step_walls=[],
+        target=SimpleNamespace(verify_best=True, reports_times=True),
+        index=SimpleNamespace(best=lambda: store.get_node(best.id)),
+        critic=SimpleNamespace(config=CriticConfig()),
+        spec=SimpleNamespace(critic=SimpleNamespace(final_measurements=3), budget=SimpleNamespace(max_wall_s=210.0),
+                             agents=SimpleNamespace(proposals_per_step=1)),
+        flush_elapsed=lambda: elapsed, report=lambda kind, data: reports.append(data["text"]))
+    assert steps._time_to_profile(ctx, best.id) is profiled
+    assert bool(reports) is not profiled and all("no profile of node" in r for r in reports)
+    store.close()
