@@ -24,6 +24,7 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+import sysconfig
 from collections.abc import Mapping
 
 from arbor.agents.skills import MoveSpec
@@ -54,9 +55,12 @@ def cannot_run(move: MoveSpec, device: str | None, env: Mapping[str, str] | None
 
 def cpp_toolchain(env: Mapping[str, str]) -> bool:
     """A C++ compiler and ninja where a job finds them (its PATH, and the interpreter's own bin
-    folder, which the runner puts first: where ``pip install ninja`` puts it)."""
+    folder, which the runner puts first: where ``pip install ninja`` puts it), and the Python
+    headers the extension's bindings include (a distribution's Python without its -dev package
+    has none)."""
     path = os.pathsep.join([os.path.dirname(sys.executable), env.get("PATH", os.defpath)])
-    return bool(shutil.which(env.get("CXX") or "c++", path=path) and shutil.which("ninja", path=path))
+    headers = os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h"))
+    return bool(headers and shutil.which(env.get("CXX") or "c++", path=path) and shutil.which("ninja", path=path))
 
 
 def drop_noops(moves: list[MoveSpec], num_threads: int | None = None, device: str | None = None) -> list[MoveSpec]:

@@ -29,3 +29,14 @@ def test_threads_move_above_the_campaigns_thread_budget_is_not_proposed():
     on two cores against a reference on one."""
     assert _thread_moves(1) == set()
     assert _thread_moves(4) >= {"threads-1", "threads-2"}
+
+
+def test_a_generated_cpp_kernel_is_offered_only_on_the_cpu_with_its_toolchain(tmp_path):
+    from arbor.agents.specialists.applicability import cannot_run, cpp_toolchain
+
+    move = next(m for s in load_skills() for m in s.moves if m.transform == "cpp_codegen")
+    assert cannot_run(move, "cuda:0", {"PATH": "/usr/bin"})  # it computes CPU tensors only
+    assert cannot_run(move, "cpu", {"PATH": str(tmp_path), "CXX": "no-such-compiler"})
+    import os
+
+    assert cannot_run(move, "cpu", dict(os.environ)) is not cpp_toolchain(dict(os.environ))

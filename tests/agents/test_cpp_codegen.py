@@ -4,6 +4,7 @@ one real build per loop shape, compared with the reference."""
 from __future__ import annotations
 
 import ctypes
+import os
 import shutil
 import subprocess
 import types
@@ -11,12 +12,13 @@ import types
 import pytest
 import torch
 
+from arbor.agents.specialists.applicability import cpp_toolchain
 from arbor.agents.transforms import apply_move, to_modelnew
 from arbor.agents.transforms.cpp import explain, generate
 from arbor.agents.transforms.cpp.source import FLAGS, MATH
 
-needs_cxx = pytest.mark.skipif(shutil.which("c++") is None or shutil.which("ninja") is None,
-                               reason="no C++ compiler or ninja on PATH")
+needs_cxx = pytest.mark.skipif(not cpp_toolchain(os.environ),
+                               reason="no C++ compiler, ninja or Python headers (what load_inline needs)")
 
 SOFTMAX = '''
 import torch

@@ -6,6 +6,7 @@ function record, not to the module, so the check once saw no call at all and fla
 from __future__ import annotations
 
 import importlib.util
+import os
 import shutil
 import subprocess
 import sys
@@ -14,13 +15,15 @@ from pathlib import Path
 
 import pytest
 
+from arbor.agents.specialists.applicability import cpp_toolchain
 from arbor.agents.transforms import to_modelnew
 from arbor.agents.transforms.cpp import generate
 from arbor.sandbox.kernel_protocol import KernelRequest, measure_kernel
 from arbor.sandbox.local_runner import LocalRunner
 
 HARNESS = Path(__file__).resolve().parents[2] / "sandbox" / "harness"
-needs_cxx = pytest.mark.skipif(shutil.which("c++") is None, reason="no C++ compiler")
+needs_cxx = pytest.mark.skipif(shutil.which("c++") is None or not os.path.exists(
+    os.path.join(sysconfig.get_paths()["include"], "Python.h")), reason="no C++ compiler or Python headers")
 
 TINY = r'''
 #include <pybind11/pybind11.h>
@@ -83,7 +86,7 @@ def get_init_inputs():
 
 
 @needs_cxx
-@pytest.mark.skipif(shutil.which("ninja") is None, reason="no ninja on PATH")
+@pytest.mark.skipif(not cpp_toolchain(os.environ), reason="no C++ compiler, ninja or Python headers")
 def test_a_generated_cpp_kernel_is_built_checked_and_timed_in_the_sandbox():
     candidate = generate(to_modelnew(PROBLEM))
     m = measure_kernel(LocalRunner(), KernelRequest(PROBLEM, candidate, time_budget_s=0.3, warmup_s=0.05,
