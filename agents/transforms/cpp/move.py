@@ -18,11 +18,10 @@ from __future__ import annotations
 import ast
 
 from ..base import register
-from ..graph.emit import scaled_source
-from ..graph.trace import Traced, trace
+from ..graph.trace import Traced
 from ..triton.plan import Unsupported
 from ..triton.region import _meta, match
-from ..triton.splice import forward_calling, splice
+from ..triton.splice import forward_calling, size_independent, splice
 from .source import EXTENSION, LAUNCHER, SOURCE, kernel_source, launcher_source, module_source
 
 
@@ -42,18 +41,7 @@ def _parts(traced: Traced) -> tuple[ast.FunctionDef, str, str]:
 
 def generate(source: str) -> str:
     """The candidate with its output region as a generated C++ kernel; Unsupported otherwise."""
-    traced = trace(source)
-    if traced is None:
-        raise Unsupported("ModelNew cannot be traced (data-dependent code, a compiled or non-plain module)")
-    fn, kernel, launcher = _parts(traced)
-    small_src = scaled_source(source)
-    if small_src is not None:  # the same code must come out of a smaller instance of the problem
-        small = trace(small_src)
-        if small is None:
-            raise Unsupported("the half-size problem cannot be traced")
-        fn2, kernel2, launcher2 = _parts(small)
-        if (ast.dump(fn2), kernel2, launcher2) != (ast.dump(fn), kernel, launcher):
-            raise Unsupported("the generated code depends on the problem's sizes")
+    traced, (fn, kernel, launcher) = size_independent(source, _parts)
     out = splice(traced, fn, module_source(kernel) + "\n\n" + launcher, {LAUNCHER, SOURCE, EXTENSION, "load_inline"},
                  (("torch", "import torch"), ("load_inline", "from torch.utils.cpp_extension import load_inline")))
     # the kernel as the reader will review it: a raw block, not one escaped line
@@ -78,7 +66,5 @@ def cpp_codegen(source: str, params: dict) -> str | None:
     validate(params)
     try:
         return generate(source)
-    except Unsupported:
-        return None
-    except Exception:  # noqa: BLE001 - a graph the matcher cannot read: the move does not apply
+    except Exception:  # noqa: BLE001 - Unsupported, or a graph the matcher cannot read: not offered
         return None

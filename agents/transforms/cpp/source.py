@@ -28,7 +28,7 @@ import hashlib
 
 from ..triton.plan import Plan, Unsupported, Value
 from ..triton.region import Match
-from ..triton.source import groups, index_parts, outside
+from ..triton.source import groups, index_parts, launcher_prologue, outside
 from .expr import translate
 
 KERNEL = "_arbor_cpu_kernel"
@@ -343,30 +343,14 @@ def launcher_source(m: Match) -> str:
     plan = m.plan
     main = f"in{m.main}"
     ins = [f"in{o.index}" for o in plan.operands]
-    lines = [f"def {LAUNCHER}({', '.join(ins)}):"]
-    lines += [f"    {x} = {x}.contiguous()" for x in ins]
-    out = plan.value(plan.output)
-    a, b = plan.reduce_lo, plan.reduce_hi
-    if out.level == "full":
-        shape = f"{main}.shape"
-    elif out.keep:
-        shape = f"tuple({main}.shape[:{a}]) + (1,) * {b - a} + tuple({main}.shape[{b}:])"
-    else:
-        shape = f"tuple({main}.shape[:{a}]) + tuple({main}.shape[{b}:])"
-    lines.append(f"    out = torch.empty({shape}, dtype={main}.dtype, device={main}.device)")
-    for o in plan.operands:
-        div, span = index_parts(m, o)
-        if div:
-            lines.append(f"    {div} = {main}.shape[{o.hi}:].numel()")
-        if span:
-            lines.append(f"    {span} = {main}.shape[{o.lo}:{o.hi}].numel()")
+    lines, _ = launcher_prologue(m, LAUNCHER)
     if m.mode == "flat":
         lines.append(f"    N = {main}.numel()")
         if split(m) is not None:
             lines.append(f"    INNER = {main}.shape[{split(m)}:].numel()")
     else:
-        lines.append(f"    R = {main}.shape[{a}:].numel()")
-        lines.append(f"    ROWS = {main}.shape[:{a}].numel()")
+        lines.append(f"    R = {main}.shape[{plan.reduce_lo}:].numel()")
+        lines.append(f"    ROWS = {main}.shape[:{plan.reduce_lo}].numel()")
     for name, expression in plan.runtime_args.items():
         lines.append(f"    {name} = {expression.format(main=main)}")
     args = ", ".join(["out", *ins, *_sizes(m), *plan.runtime_args])

@@ -18,12 +18,11 @@ import ast
 import math
 
 from ..base import register
-from ..graph.emit import scaled_source
-from ..graph.trace import Traced, trace
+from ..graph.trace import Traced
 from .plan import Unsupported
 from .region import match
 from .source import KERNEL, LAUNCHER, kernel_source, launcher_source
-from .splice import forward_calling, splice
+from .splice import forward_calling, size_independent, splice
 
 BLOCKS = (16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536)
 WARPS = (1, 2, 4, 8, 16, 32)
@@ -65,18 +64,8 @@ def _render(traced: Traced, fn: ast.FunctionDef, kernel: str, launcher: str) -> 
 
 def generate(source: str, block: int, num_warps: int, as_move: bool = False) -> str:
     """The candidate with its output region as a Triton kernel; Unsupported (reason) otherwise."""
-    traced = trace(source)
-    if traced is None:
-        raise Unsupported("ModelNew cannot be traced (data-dependent code, a compiled or non-plain module)")
-    fn, kernel, launcher = _parts(traced, block, num_warps, as_move)
-    small_src = scaled_source(source)
-    if small_src is not None:  # the same code must come out of a smaller instance of the problem
-        small = trace(small_src)
-        if small is None:
-            raise Unsupported("the half-size problem cannot be traced")
-        fn2, kernel2, launcher2 = _parts(small, block, num_warps)
-        if (ast.dump(fn2), kernel2, launcher2) != (ast.dump(fn), kernel, launcher):
-            raise Unsupported("the generated code depends on the problem's sizes")
+    traced, (fn, kernel, launcher) = size_independent(
+        source, lambda t: _parts(t, block, num_warps, as_move), lambda t: _parts(t, block, num_warps))
     return _render(traced, fn, kernel, launcher)
 
 

@@ -258,12 +258,14 @@ def kernel_source(m: Match) -> str:
     return head + "\n".join(w.lines) + "\n"
 
 
-def launcher_source(m: Match, block: int, num_warps: int) -> str:
-    """The Python function that allocates the output and launches the kernel (no other path)."""
-    plan, ndim = m.plan, m.plan.ndim
+def launcher_prologue(m: Match, name: str) -> tuple[list[str], list[str]]:
+    """The start of a launcher, whatever the backend: its signature, contiguous operands, the
+    output allocated with the region's shape, and each operand's index sizes read from the tensor
+    of shape ``S``. Returns (lines, the size names defined)."""
+    plan = m.plan
     main = f"in{m.main}"
     ins = [f"in{o.index}" for o in plan.operands]
-    lines = [f"def {LAUNCHER}({', '.join(ins)}):"]
+    lines = [f"def {name}({', '.join(ins)}):"]
     lines += [f"    {x} = {x}.contiguous()" for x in ins]
     out = plan.value(plan.output)
     a, b = plan.reduce_lo, plan.reduce_hi
@@ -283,6 +285,16 @@ def launcher_source(m: Match, block: int, num_warps: int) -> str:
         if span:
             lines.append(f"    {span} = {main}.shape[{o.lo}:{o.hi}].numel()")
             sizes.append(span)
+    return lines, sizes
+
+
+def launcher_source(m: Match, block: int, num_warps: int) -> str:
+    """The Python function that allocates the output and launches the kernel (no other path)."""
+    plan = m.plan
+    main = f"in{m.main}"
+    ins = [f"in{o.index}" for o in plan.operands]
+    a, b = plan.reduce_lo, plan.reduce_hi
+    lines, sizes = launcher_prologue(m, LAUNCHER)
     if m.mode == "flat":
         lines.append(f"    N = {main}.numel()")
         lines.append(f"    BLOCK = {block}")

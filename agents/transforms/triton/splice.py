@@ -10,12 +10,36 @@ from __future__ import annotations
 
 import ast
 import copy
+from typing import Callable
 
 from ..base import module_bindings
-from ..graph.emit import _free_names, _strip_frees
-from ..graph.trace import Traced
+from ..graph.emit import _free_names, _strip_frees, scaled_source
+from ..graph.trace import Traced, trace
 from .plan import Unsupported
 from .region import Match
+
+
+Parts = tuple[ast.FunctionDef, str, str]  # (new forward, kernel source, launcher source)
+
+
+def size_independent(source: str, parts: Callable[[Traced], Parts],
+                     small_parts: Callable[[Traced], Parts] | None = None) -> tuple[Traced, Parts]:
+    """``source`` traced and its generated parts, refused (Unsupported) when it cannot be traced or
+    when the same code does not come out of the problem at half size (the parts must read every
+    size at run time). ``small_parts``: how the half-size parts are made, when not as ``parts``."""
+    traced = trace(source)
+    if traced is None:
+        raise Unsupported("ModelNew cannot be traced (data-dependent code, a compiled or non-plain module)")
+    fn, kernel, launcher = parts(traced)
+    small_src = scaled_source(source)
+    if small_src is not None:
+        small = trace(small_src)
+        if small is None:
+            raise Unsupported("the half-size problem cannot be traced")
+        fn2, kernel2, launcher2 = (small_parts or parts)(small)
+        if (ast.dump(fn2), kernel2, launcher2) != (ast.dump(fn), kernel, launcher):
+            raise Unsupported("the generated code depends on the problem's sizes")
+    return traced, (fn, kernel, launcher)
 
 
 def forward_calling(traced: Traced, m: Match, launcher: str) -> ast.FunctionDef:

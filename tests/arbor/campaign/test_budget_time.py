@@ -136,15 +136,12 @@ def test_the_verification_is_reserved_for_the_measurements_it_will_really_take(t
     confirmation had their reference 16-22% slow (the machine's, as the probe showed, so the Critic
     judged them on their paired ratios), the verification took three measurements (21 s) where one
     (7 s) had been reserved, and the campaign ended at 223 s against max_wall_s 210."""
-    from types import SimpleNamespace
-
-    from arbor.agents.critic.gates import CriticConfig
     from arbor.campaign import timing
     from arbor.search_tree import open_store
 
     store = open_store(f"sqlite:///{tmp_path / 'v.db'}")
     camp = store.get_or_create_campaign("verify", "kernel", {})
-    src = "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return x.relu()\n"
+    src = RELU
 
     def measured(node_id: int, attempt: int, ref: float, cand: float) -> None:
         store.record_measurement(node_id, attempt, "primary", {
@@ -157,52 +154,59 @@ def test_the_verification_is_reserved_for_the_measurements_it_will_really_take(t
     best = store.add_node(camp.id, store.put_artifact(src + "# best\n", "kernel_source"), "t", parent_id=root.id)
     measured(best.id, 1, best_reference, 0.5)
     measured(best.id, 2, best_reference, 0.5)
-    ctx = SimpleNamespace(
-        store=store, cid=camp.id, campaign=camp, parallel=None, noise_floor=0.01, step_walls=[],
-        target=SimpleNamespace(verify_best=True, reports_times=True),
-        index=SimpleNamespace(best=lambda: store.get_node(best.id)),
-        critic=SimpleNamespace(config=CriticConfig()),
-        spec=SimpleNamespace(critic=SimpleNamespace(final_measurements=3),
-                             agents=SimpleNamespace(proposals_per_step=1)))
+    ctx = _verify_ctx(store, camp, best.id)
     assert timing.verify_lacks(ctx, 3) == lacks
     assert timing.expected(ctx)["verify_s"] == pytest.approx(7.0 * lacks)
     store.close()
+
+
+RELU = "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return x.relu()\n"
+
+
+def _node(store, camp_id: int, source: str, parent=None, durations=(), paired: bool = False):  # type: ignore[no-untyped-def]
+    """A node with measurements of the given durations: ``paired`` ones carry samples (a 2x
+    candidate, each a primary measurement), others a first measurement and confirmations."""
+    n = store.add_node(camp_id, store.put_artifact(source, "kernel_source"), "t", parent_id=parent)
+    for attempt, d in enumerate(durations, 1):
+        result = {"status": "ok", "duration_s": d}
+        if paired:
+            result.update(baseline_samples=[1.0] * 12, candidate_samples=[0.5] * 12)
+        purpose = "primary" if paired or attempt == 1 else "confirm"
+        store.record_measurement(n.id, attempt, purpose, result, "local")
+    return n
+
+
+def _verify_ctx(store, camp, best_id: int, **extra):  # type: ignore[no-untyped-def]
+    """The serial loop's context as the timing and verification estimates read it."""
+    from types import SimpleNamespace
+
+    from arbor.agents.critic.gates import CriticConfig
+
+    budget = extra.pop("budget", None)
+    return SimpleNamespace(
+        store=store, cid=camp.id, campaign=camp, parallel=None, noise_floor=0.01, step_walls=[],
+        target=SimpleNamespace(verify_best=True, reports_times=True),
+        index=SimpleNamespace(best=lambda: store.get_node(best_id)),
+        critic=SimpleNamespace(config=CriticConfig()),
+        spec=SimpleNamespace(critic=SimpleNamespace(final_measurements=3), budget=budget,
+                             agents=SimpleNamespace(proposals_per_step=1)), **extra)
 
 
 def test_the_verification_is_priced_at_the_best_candidates_own_measurements(tmp_path):
     """A candidate that builds a C++ extension in every measurement process costs ~30 s a
     measurement where the campaign's median is ~7 s; priced at the median, the serial loop started
     a step it had no time for and ended 6 s past max_wall_s (l1_02 on the development set)."""
-    from types import SimpleNamespace
-
-    from arbor.agents.critic.gates import CriticConfig
     from arbor.campaign import timing
     from arbor.search_tree import open_store
 
     store = open_store(f"sqlite:///{tmp_path / 'p.db'}")
     camp = store.get_or_create_campaign("price", "kernel", {})
-    src = "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return x.relu()\n"
-
-    def node(tag: str, parent=None, durations=()):
-        n = store.add_node(camp.id, store.put_artifact(src + tag, "kernel_source"), "t", parent_id=parent)
-        for attempt, d in enumerate(durations, 1):
-            store.record_measurement(n.id, attempt, "primary", {
-                "status": "ok", "duration_s": d, "baseline_samples": [1.0] * 12,
-                "candidate_samples": [0.5] * 12}, "local")
-        return n
-
-    root = node("# reference\n", durations=[7.0])
+    root = _node(store, camp.id, RELU + "# reference\n", durations=[7.0], paired=True)
     camp = store.update_campaign(camp.id, root_node_id=root.id)
     for k in range(4):
-        node(f"# eager {k}\n", root.id, [7.0])
-    best = node("# extension\n", root.id, [31.0, 29.0])
-    ctx = SimpleNamespace(
-        store=store, cid=camp.id, campaign=camp, parallel=None, noise_floor=0.01, step_walls=[],
-        target=SimpleNamespace(verify_best=True, reports_times=True),
-        index=SimpleNamespace(best=lambda: store.get_node(best.id)),
-        critic=SimpleNamespace(config=CriticConfig()),
-        spec=SimpleNamespace(critic=SimpleNamespace(final_measurements=3),
-                             agents=SimpleNamespace(proposals_per_step=1)))
+        _node(store, camp.id, RELU + f"# eager {k}\n", root.id, [7.0], paired=True)
+    best = _node(store, camp.id, RELU + "# extension\n", root.id, [31.0, 29.0], paired=True)
+    ctx = _verify_ctx(store, camp, best.id)
     assert timing.expected(ctx)["measurement_s"] == 7.0
     assert timing.expected(ctx)["verify_s"] == pytest.approx(29.0 * timing.verify_lacks(ctx, 3))
     assert timing.measurement_s(ctx, best.id) == 29.0 and timing.measurement_s(ctx, root.id + 1) == 7.0
@@ -221,15 +225,11 @@ def test_the_serial_loop_leaves_a_candidate_queued_when_its_own_kind_would_not_f
 
     store = open_store(f"sqlite:///{tmp_path / 'x.db'}")
     camp = store.get_or_create_campaign("ext", "kernel", {})
-    eager = "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return x.relu()\n"
+    eager = RELU
     extension = eager + "from torch.utils.cpp_extension import load_inline\n"
 
     def node(source: str, parent=None, durations=()):
-        n = store.add_node(camp.id, store.put_artifact(source, "kernel_source"), "t", parent_id=parent)
-        for attempt, d in enumerate(durations, 1):
-            store.record_measurement(n.id, attempt, "primary" if attempt == 1 else "confirm",
-                                     {"status": "ok", "duration_s": d}, "local")
-        return n
+        return _node(store, camp.id, source, parent, durations)
 
     root = node("# reference\n" + eager, durations=[7.0])
     camp = store.update_campaign(camp.id, root_node_id=root.id)
@@ -267,9 +267,7 @@ def test_the_first_extension_candidate_of_a_campaign_is_priced_with_its_build(tm
 
     store = open_store(f"sqlite:///{tmp_path / 'f.db'}")
     camp = store.get_or_create_campaign("first", "kernel", {})
-    eager = "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return x.relu()\n"
-    root = store.add_node(camp.id, store.put_artifact("# reference\n" + eager, "kernel_source"), "t")
-    store.record_measurement(root.id, 1, "primary", {"status": "ok", "duration_s": 7.0}, "local")
+    root = _node(store, camp.id, "# reference\n" + RELU, durations=[7.0])
     camp = store.update_campaign(camp.id, root_node_id=root.id)
     sources = {}
     ctx = SimpleNamespace(store=store, cid=camp.id, campaign=camp, source=lambda sha: sources.setdefault(sha, store.get_artifact(sha)))
@@ -319,34 +317,17 @@ def test_a_new_best_is_profiled_only_when_the_final_verification_still_fits(tmp_
     extension); profiled at 178 s of 210, the quickstart's new best ended the campaign at 228 s."""
     from types import SimpleNamespace
 
-    from arbor.agents.critic.gates import CriticConfig
     from arbor.campaign import steps
     from arbor.search_tree import open_store
 
     store = open_store(f"sqlite:///{tmp_path / 'q.db'}")
     camp = store.get_or_create_campaign("prof", "kernel", {})
-    src = "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return x.relu()\n"
-
-    def node(tag: str, parent=None, durations=()):
-        n = store.add_node(camp.id, store.put_artifact(src + tag, "kernel_source"), "t", parent_id=parent)
-        for attempt, d in enumerate(durations, 1):
-            store.record_measurement(n.id, attempt, "primary", {
-                "status": "ok", "duration_s": d, "baseline_samples": [1.0] * 12,
-                "candidate_samples": [0.5] * 12}, "local")
-        return n
-
-    root = node("# reference\n", durations=[7.0])
+    root = _node(store, camp.id, RELU + "# reference\n", durations=[7.0], paired=True)
     camp = store.update_campaign(camp.id, root_node_id=root.id)
-    best = node("# extension\n", root.id, [27.0, 27.0])
+    best = _node(store, camp.id, RELU + "# extension\n", root.id, [27.0, 27.0], paired=True)
     reports = []
-    ctx = SimpleNamespace(
-        store=store, cid=camp.id, campaign=camp, parallel=None, noise_floor=0.01, step_walls=[],
-        target=SimpleNamespace(verify_best=True, reports_times=True),
-        index=SimpleNamespace(best=lambda: store.get_node(best.id)),
-        critic=SimpleNamespace(config=CriticConfig()),
-        spec=SimpleNamespace(critic=SimpleNamespace(final_measurements=3), budget=SimpleNamespace(max_wall_s=210.0),
-                             agents=SimpleNamespace(proposals_per_step=1)),
-        flush_elapsed=lambda: elapsed, report=lambda kind, data: reports.append(data["text"]))
+    ctx = _verify_ctx(store, camp, best.id, budget=SimpleNamespace(max_wall_s=210.0),
+                      flush_elapsed=lambda: elapsed, report=lambda kind, data: reports.append(data["text"]))
     assert steps._time_to_profile(ctx, best.id) is profiled
     assert bool(reports) is not profiled and all("no profile of node" in r for r in reports)
     store.close()
