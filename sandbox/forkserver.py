@@ -208,14 +208,24 @@ class ForkServer:
             return 0.0
         self.begin_load(job)
         self.ready()
-        t0 = self.pending.pop(eid)
-        msg = self._recv(self.load_timeout_s - (time.monotonic() - t0))
-        if msg is None or "loaded" not in msg:
-            why = (msg or {}).get("load_failed") or self._log_tail() or "the warm worker died or did not answer"
-            if msg is None or msg.get("unsafe"):
-                self.kill()
-            raise WorkerError(str(why))
-        self.loaded[eid] = time.monotonic() - t0
+        # the worker answers loads in the order they were sent: a load begun earlier without
+        # waiting (``WarmPool.launch``: the measurement harness while the campaign starts) answers
+        # first. Read as this job's answer, it left every later reply one behind — a profile job
+        # read "loaded" where "started" was due, and each job after it the previous job's answer
+        # (seen on every profile of a two-worker campaign)
+        while eid in self.pending:
+            first, t0 = next(iter(self.pending.items()))
+            msg = self._recv(self.load_timeout_s - (time.monotonic() - t0))
+            if msg is None or "loaded" not in msg:
+                self.pending.pop(first)
+                why = (msg or {}).get("load_failed") or self._log_tail() or "the warm worker died or did not answer"
+                if msg is None or msg.get("unsafe"):
+                    self.kill()
+                if msg is None or msg.get("unsafe") or first == eid:
+                    raise WorkerError(str(why))
+                continue  # an earlier script's warm-up failed: it runs fresh when asked for
+            self.pending.pop(first)
+            self.loaded[str(msg["loaded"])] = time.monotonic() - t0
         return self.loaded[eid]
 
     def warm_extra(self, job: Job, name: str) -> float:
@@ -290,6 +300,9 @@ class ForkServer:
             raise WorkerError("the warm worker did not start the job (hung or died)")
         if "refused" in msg:
             raise WorkerRefused(str(msg["refused"]))
+        if "started" not in msg:  # out of turn: nothing it says about this job can be trusted
+            self.kill()
+            raise WorkerError(f"the warm worker answered out of turn ({sorted(msg)} for a job's start)")
         return int(msg["started"]), float(msg.get("setup_s") or 0.0)
 
     def wait_exit(self, timeout: float) -> tuple[bool, int | None]:

@@ -419,6 +419,22 @@ def test_prewarm_warms_the_script_while_the_caller_goes_on():
         assert not fresh.prewarm(job("probe"))
 
 
+def test_a_script_run_while_another_is_still_warming_gets_its_own_answers():
+    """A prewarmed script (the measurement harness) whose load is not answered yet, then another
+    script in the same worker (a profile): the worker answers in order, so the second job must not
+    take the first's answer for its own. It did, and every later reply came one behind ("started"
+    expected, "loaded" read): no profile of a two-worker campaign ever ran."""
+    other = Job(argv=[PY, "-I", "-B", "other.py", "probe"], files={"other.py": ENTRY}, timeout_s=30,
+                collect=["out.json"], entry=PythonEntry("other.py"))
+    with LocalRunner() as r:
+        assert r.prewarm(job("probe"))
+        for j in (other, job("probe"), other):
+            res = r.run(j)
+            assert res.returncode == 0 and not res.notes, (res.notes, res.stderr_tail)
+            assert out(res)["ppid"] == out(res)["warmed"]  # forked from the warm worker
+        assert len(r.warm.servers) == 1
+
+
 def test_two_jobs_at_once_on_one_runner_one_warm_one_fresh(runner):
     import threading
 
