@@ -473,13 +473,15 @@ def measure(ctx: Context, state: dict) -> dict:
     return {"node_ids": ids}
 
 
-def verify_measure(ctx: Context, jobs: list[tuple[int, int]]) -> dict[tuple[int, int], dict]:
-    """Final verification's measurements — (node id, attempt) pairs — on every worker at once."""
+def verify_measure(ctx: Context, jobs: list[tuple[int, int]], report: bool = True) -> dict[tuple[int, int], dict]:
+    """Final verification's measurements — (node id, attempt) pairs — on every worker at once
+    (``report``: False when the caller names the measurement itself, a baseline probe)."""
     par: Parallel = ctx.parallel
     tasks = []
     for nid, attempt in jobs:
         node = ctx.store.get_node(nid)
-        ctx.report("measuring", {"node": node, "attempt": attempt, "purpose": "final"})
+        if report:
+            ctx.report("measuring", {"node": node, "attempt": attempt, "purpose": "final"})
         tasks.append(((nid, attempt), measure_task(ctx, ctx.source(node.artifact_sha))))
     out: dict[tuple[int, int], dict] = {}
     for _ in range(2):  # a lost worker's task runs once more; lost twice, it is left out

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import statistics
 
-import threading
 from typing import TypedDict
 
 from arbor.agents.critic.gates import Evidence
@@ -19,7 +18,7 @@ from arbor.agents.priors import MEASURED
 from arbor.search_tree.records import NodeRecord
 from arbor.search_tree.store import CampaignBusy, DuplicateArtifact
 
-from . import compile_times, knowledge, speed_of_light, store_retry, timing
+from . import knowledge, measure_one, speed_of_light, store_retry, timing
 from .context import Context
 from .parallel import measure as measure_parallel
 from .profiling import record_profile
@@ -158,7 +157,7 @@ def measure(ctx: Context, state: LoopState) -> LoopState:
             continue
         purpose = next_purpose(ctx, nid)
         if purpose == "remeasure" and reference_drifted(ctx.store.verdicts(nid)[-1]):
-            reprobe_reference(ctx)
+            measure_one.reprobe_reference(ctx)
         ctx.store.start_running(nid, ctx.owner)
         spilled = store_retry.take_spilled(ctx.spec.runs_dir(), nid, attempt)  # a store refused it
         if spilled is not None:
@@ -168,8 +167,8 @@ def measure(ctx: Context, state: LoopState) -> LoopState:
             ctx.report("measuring", {"node": node, "attempt": attempt, "purpose": purpose,
                                      "expected_s": e["measurement_s"] or None,
                                      "eta_s": timing.eta_s(ctx, ctx.flush_elapsed(), e)})
-            result = _measure_beating(ctx, node.artifact_sha)
-        _record(ctx, nid, attempt, purpose, result)
+            result = measure_one.measure_beating(ctx, node.artifact_sha)
+        measure_one.record(ctx, nid, attempt, purpose, result)
         if attempt == 1 and node.parent_id is not None:
             ctx.count_evaluation()
     return {}
@@ -188,65 +187,6 @@ def _defer_for_time(ctx: Context, node: NodeRecord) -> bool:
     ctx.store.append_event(ctx.cid, "deferred", {"reason": reason}, node_id=node.id, agent="loop")
     ctx.report("sandbox_info", {"text": f"node {node.id} left queued for a later run: {reason}"})
     return True
-
-
-def reprobe_reference(ctx: Context) -> None:
-    """Measure the baseline again, in a fresh sandbox with no candidate's code, before a candidate
-    whose reference ran slow (``env_drift``) is measured again. The env gate compares a
-    measurement's reference with the baseline's latest one: when the machine itself slowed (a
-    neighbour started after the baseline; memory-bound problems feel it most) the fresh baseline
-    is slow too and the candidate is judged on its paired ratio, which the slowdown does not bias;
-    when the candidate slowed its own process's reference, the fresh baseline is fast and the
-    candidate is rejected as before. Without it, a load that changes after the baseline rejects
-    every later candidate (seen on the generalization suite: nine of nine, +71-78%)."""
-    root_id = ctx.campaign.root_node_id
-    if root_id is None:
-        return
-    root = ctx.store.get_node(root_id)
-    ms = ctx.store.measurements(root_id)
-    before = [m for m in ms if m.status == "ok" and m.baseline_samples]
-    attempt = len(ms) + 1
-    ctx.report("measuring", {"node": root, "attempt": attempt, "purpose": "reference"})
-    result = _measure_beating(ctx, root.artifact_sha)
-    _record(ctx, root_id, attempt, "reference", result)
-    old = statistics.median(before[-1].baseline_samples) if before else None
-    fresh = result.get("baseline_samples") if result.get("status") == "ok" else None
-    new = statistics.median(fresh) if fresh else None
-    ctx.store.append_event(ctx.cid, "reference_reprobe", {"attempt": attempt, "before_s": old, "after_s": new},
-                           node_id=root_id, agent="loop")
-
-
-def _record(ctx: Context, nid: int, attempt: int, purpose: str, result: dict) -> None:
-    """Land the measurement: retried through a full disk or a lost server, spilled to a file
-    for the next run if the store keeps refusing (a finished measurement is never lost)."""
-    try:
-        store_retry.retry(lambda: ctx.store.record_measurement(nid, attempt, purpose, result, ctx.runner.name),
-                          ctx.report, f"measurement of node {nid}")
-    except BaseException:  # a SIGTERM during the retries too: the next run lands it
-        store_retry.spill(ctx.spec.runs_dir(), nid, attempt, purpose, result, ctx.runner.name)
-        raise
-    store_retry.drop_spilled(ctx.spec.runs_dir(), nid, attempt)
-    compile_times.note(ctx, nid, attempt, purpose, result)
-
-
-def _measure_beating(ctx: Context, artifact_sha: str) -> dict:
-    """One measurement of the artifact, the owner's leases kept fresh while it runs."""
-    stop = threading.Event()
-    beat = threading.Thread(target=_heartbeat, args=(ctx, stop), daemon=True)
-    beat.start()
-    try:
-        return ctx.target.measure(ctx.runner, ctx.source(artifact_sha))
-    finally:
-        stop.set()
-        beat.join()
-
-
-def _heartbeat(ctx: Context, stop: threading.Event) -> None:
-    while not stop.wait(ctx.heartbeat_s):
-        try:
-            ctx.store.heartbeat(ctx.owner)
-        except Exception:  # a missed beat only makes the lease look stale sooner
-            pass
 
 
 # --- critique --------------------------------------------------------------------------
@@ -290,7 +230,7 @@ def _evidence(ctx: Context, node: NodeRecord) -> tuple[Evidence, object]:
 
 def _fresh_probe(root_ms: list, ms: list) -> float | None:
     """The reference's median in a baseline measurement of purpose ``reference`` (the reference
-    alone, in a sandbox with no candidate code: ``reprobe_reference``) taken since this node's
+    alone, in a sandbox with no candidate code: ``measure_one.reprobe_reference``) taken since this node's
     previous attempt; None when there was none. Against it the Critic tells a reference slowed by
     the machine (slow there too) from one slowed inside the candidate's process. With several
     workers the probe runs beside the re-measurement and may land after it (the node is judged

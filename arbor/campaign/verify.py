@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass, field
 
 from arbor.search_tree.records import MeasurementRecord, NodeRecord
 
-from . import compile_times, timing
+from . import compile_times, measure_one, timing
 from .final_count import Rule, counted, ratio, rule
 from .context import Context
 from .parallel import VERIFY_AHEAD, verify_measure
@@ -37,25 +37,40 @@ class Verified:
     node_id: int
     speedups: list[float] = field(default_factory=list)  # one per correct measurement
     failed: str | None = None  # a final measurement that was not correct (error class + text)
+    short: str | None = None  # why it has fewer than ``final_measurements`` (the budget ended)
 
     @property
     def speedup(self) -> float | None:
         return None if self.failed or not self.speedups else statistics.median(self.speedups)
 
 
-def _verify(ctx: Context, node: NodeRecord, wanted: int, ref: Rule) -> Verified:
+def _verify(ctx: Context, node: NodeRecord, wanted: int, ref: Rule) -> tuple[Verified, Rule]:
     """Measure ``node`` until it has ``wanted`` trustworthy speedups. A measurement that is not
-    correct ends it (failed); one whose reference drifted is not counted, and after ``wanted``
-    fresh tries without enough trustworthy ones the node fails verification."""
+    correct ends it (failed). One whose reference drifted is not counted, and the baseline is
+    measured again before the next try, as the search does (``measure_one.reprobe_reference``):
+    the machine that slowed the reference slows a fresh probe too, and the rule then counts every
+    measurement against the machine as it is now; a candidate that slowed its own reference still
+    reads drifted. Without the probe each retry met the same stale rule: three 22 s measurements
+    of a contender, none counted, ended a two-worker quickstart at 233 s of 210.
+
+    The first try always runs (the loop reserved its time, ``timing.py``); a retry, or a probe,
+    only while it fits in ``max_wall_s`` — out of time, the node keeps the speedups it has
+    (``short``), and with none it fails. Returns the node's outcome and the rule now in force."""
     out = Verified(node.id)
     ms = ctx.store.measurements(node.id)
-    out.speedups = [s for s in (ratio(ctx, m, ref) for m in ms) if s is not None]
-    tries = 0
-    while len(out.speedups) < wanted and tries < wanted:
+    tries, probed = 0, False
+    while True:
+        out.speedups = [s for s in (ratio(ctx, m, ref) for m in ms) if s is not None]
+        if len(out.speedups) >= wanted or tries >= wanted:
+            break
+        if tries and not _fits(ctx, node.id, 1):
+            out.short = "budget: max_wall_s reached before its remaining final measurements"
+            break
         results = _final_results(ctx, node, _next_attempt(ms), min(wanted - len(out.speedups), wanted - tries))
         if not results:
             out.failed = "worker_lost: the workers measuring it died twice"
-            return out
+            return out, ref
+        drifted = False
         for result in results:
             tries += 1
             m = ctx.store.record_measurement(node.id, _next_attempt(ms), "final", result, ctx.runner.name)
@@ -63,13 +78,29 @@ def _verify(ctx: Context, node: NodeRecord, wanted: int, ref: Rule) -> Verified:
             ms.append(m)
             if ratio(ctx, m) is None:
                 out.failed = f"{m.error_class or 'no samples'}: {(m.error_text or '').strip()[-300:]}"
-                return out
-            s = ratio(ctx, m, ref)
-            if s is not None:
-                out.speedups.append(s)
-    if len(out.speedups) < wanted:
+                return out, ref
+            drifted = drifted or ratio(ctx, m, ref) is None
+        if drifted and not probed and ctx.campaign.root_node_id is not None and _fits(ctx, ctx.campaign.root_node_id, 1):
+            probed = _reprobe(ctx)
+            ref = rule(ctx)
+    if len(out.speedups) < wanted and out.short is None:
         out.failed = "env_drift: the reference kept running slower than at the baseline"
-    return out
+    if out.short is not None and not out.speedups:
+        out.failed, out.short = "env_drift: the reference ran slower than at the baseline, and the budget ended", None
+    return out, ref
+
+
+def _fits(ctx: Context, node_id: int, n: int) -> bool:
+    """Whether ``n`` more measurements of ``node_id`` end inside ``max_wall_s``."""
+    return n * timing.measurement_s(ctx, node_id) <= timing.time_left(ctx)
+
+
+def _reprobe(ctx: Context) -> bool:
+    """The baseline measured again, here or on a worker."""
+    if ctx.parallel is None:
+        return measure_one.reprobe_reference(ctx)
+    return measure_one.reprobe_reference(
+        ctx, lambda root, attempt: verify_measure(ctx, [(root.id, attempt)], report=False).get((root.id, attempt)))
 
 
 def _next_attempt(ms: list[MeasurementRecord]) -> int:
@@ -106,7 +137,7 @@ def _final_results(ctx: Context, node: NodeRecord, attempt: int, missing: int) -
     if ctx.parallel is not None:  # verify_measure reports it
         return list(verify_measure(ctx, [(node.id, attempt)]).values())
     ctx.report("measuring", {"node": node, "attempt": attempt, "purpose": "final", "phase": "verify"})
-    return [ctx.target.measure(ctx.runner, ctx.source(node.artifact_sha))]
+    return [measure_one.measure_beating(ctx, node.artifact_sha)]
 
 
 def _best_single(ctx: Context, node: NodeRecord, ref: Rule) -> float:
@@ -133,7 +164,8 @@ def run_final_verification(ctx: Context) -> dict | None:
         if done and not _time_for(ctx, node, wanted, ref):  # the best's verification is reserved for
             skipped.append(node.id)  # (timing.py); contenders only run while they still fit
             break
-        done[node.id] = v = _verify(ctx, node, wanted, ref)
+        done[node.id], ref = _verify(ctx, node, wanted, ref)
+        v = done[node.id]
         best = max((x.speedup for x in done.values() if x.speedup is not None), default=0.0)
         if v.failed and not queue:  # the best failed: the next node in line has to show it holds
             queue = [n for n in accepted if n.id not in done][:1]
@@ -153,8 +185,7 @@ def run_final_verification(ctx: Context) -> dict | None:
 
 
 def _time_for(ctx: Context, node: NodeRecord, wanted: int, ref: Rule) -> bool:
-    need = max(0, wanted - counted(ctx, node.id, ref)) * timing.measurement_s(ctx, node.id)
-    return need <= timing.time_left(ctx)
+    return _fits(ctx, node.id, max(0, wanted - counted(ctx, node.id, ref)))
 
 
 def read_final_verification(store, campaign_id: int) -> dict | None:  # type: ignore[no-untyped-def]

@@ -116,8 +116,9 @@ class Reporter:
             for v in data["nodes"]:
                 runs = ", ".join(f"{x:.3f}" for x in v["speedups"])
                 got = f"median {v['speedup']:.3f}x" if v["speedup"] is not None else f"[red]failed[/] {v['failed']}"
+                short = f" [yellow]({v['short']})[/]" if v.get("short") else ""
                 self.console.print(f"{t} [bold]verified[/] node {v['node_id']}: {got} of {runs or 'no'} "
-                                   "measurement(s)", markup=True)
+                                   f"measurement(s){short}", markup=True)
         elif kind == "restarted":
             self.console.print(f"{t} restarting: the old nodes are archived as campaign {data['archived_as']}",
                                markup=False)
@@ -154,7 +155,7 @@ def print_summary(console: Console, s) -> None:
             node = getattr(s, "node_speedup", None)
             critic = f"; node {s.best_node}'s Critic value {node:.3f}x, as history/tree/show give it" if node else ""
             console.print(f"speedup       {s.speedup:.3f}x{ci}  (verified: median of {len(fv['speedups'])} "
-                          f"measurements: {runs}{critic})")
+                          f"measurements: {runs}{critic}{'; ' + fv['short'] if fv.get('short') else ''})")
         else:
             ci = f"  95% CI [{s.ci[0]:.3f}, {s.ci[1]:.3f}]" if s.ci and s.ci[0] is not None else ""
             console.print(f"speedup       {s.speedup:.3f}x{ci}  (node {s.best_node}'s Critic value)")
