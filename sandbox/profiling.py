@@ -11,7 +11,10 @@ Every fraction is capped by physics: up to ``ABOVE_PEAK_TOLERANCE`` above 1 is t
 measurement noise and reads 100%. An op whose share of the measured call reads beyond that, but
 whose own profiled time does not, is read on its profiled time with a note (``notes``: the anchoring
 scaled it below its real time). Beyond that on both the bytes, the time or the peak is wrong, and
-the reading is listed under ``anomalies`` as a bug instead of being shown as a number. Failures are data
+the reading is listed under ``anomalies`` as a bug instead of being shown as a number. An opaque
+call (a compiled graph or region) is the exception: its bytes are its arguments, which it need not
+read, so its rate is an upper bound ("at most"), and above the peak it is left unrated with a note
+(``_rate_opaque``). Failures are data
 too (``{"error": ...}``): a profile is advice, never a gate.
 """
 
@@ -111,6 +114,25 @@ def _rate(op: dict, what: str, achieved: float, peak: float,
                   f"{peak / 1e9:.3g} G/s): the bytes, the time or the peak is wrong — a bug, please report it"), None
 
 
+def _rate_opaque(op: dict, achieved: float, peak: float) -> tuple[float | None, str | None]:
+    """An opaque call's rate (a compiled graph, a compiled region): its bytes are its arguments,
+    which it need not read — a graph that hands its input to a C++ extension called after it
+    touches none of it in microseconds. So its bytes are an upper bound and so is its rate: shown
+    as "at most", and above the peak not a contradiction (no bug) but a call that did not read its
+    arguments. Seen: a compiled candidate around a generated extension, its CompiledFxGraph event
+    at "1124% of peak bandwidth". (An aten op's bytes are what it must move: above the peak there
+    is a bug, ``_rate``.)"""
+    if peak <= 0:
+        return None, None
+    frac = achieved / peak
+    shown = within_peak(frac)
+    if shown is not None:
+        return shown, None
+    return None, (f"{op['op']}: its arguments ({(op.get('bytes') or 0) / 1e6:.3g} MB) are more than it can have "
+                  f"moved in its time ({frac:.0%} of peak bandwidth): a compiled call need not read its inputs "
+                  f"(its work ran elsewhere, e.g. in an extension after it); not rated")
+
+
 def summarize(raw: dict, dtype: str | None, peak: dict | None, call_s: float | None = None) -> dict:
     """Per-op shares, rates and position against ``peak`` (the rates the campaign runs at: a
     measured CPU peak with its bandwidth curve, or a GPU's {flops_per_s, bytes_per_s}).
@@ -147,7 +169,14 @@ def summarize(raw: dict, dtype: str | None, peak: dict | None, call_s: float | N
                                                           flops / own)
                 anomalies += [bug] if bug else []
                 notes += [note] if note else []
-            if nbytes:
+            if nbytes and cat == "compiled":
+                bw = bandwidth_at(peak, o.get("footprint") or nbytes / calls)
+                row["peak_bytes_per_s"] = bw
+                at_most, note = _rate_opaque(row, nbytes / secs, bw)
+                if at_most is not None:
+                    row["bytes_frac_peak_at_most"] = at_most
+                notes += [note] if note else []
+            elif nbytes:
                 bw = bandwidth_at(peak, o.get("footprint") or nbytes / calls)
                 row["bytes_frac_peak"], bug, note = _rate(row, "bandwidth", nbytes / secs, bw, nbytes / own)
                 row["peak_bytes_per_s"] = bw
@@ -235,6 +264,8 @@ def format_profile(p: dict, limit: int = 8) -> str:
             pos.append(f"{o['flops_frac_peak']:.0%} of peak FLOP/s")
         if o.get("bytes_frac_peak") is not None:
             pos.append(f"{o['bytes_frac_peak']:.0%} of peak bandwidth")
+        elif o.get("bytes_frac_peak_at_most") is not None:  # an opaque call: its arguments, read or not
+            pos.append(f"at most {o['bytes_frac_peak_at_most']:.0%} of peak bandwidth")
         shapes = " ".join("x".join(map(str, s)) for s in (o.get("shapes") or [])[:3])
         lines.append(f"  {o['share']:5.1%} {o['op']} [{o['category']}] {o['self_ms']:.3f} ms"
                      f"{' ' + shapes if shapes else ''}{' (' + ', '.join(pos) + ')' if pos else ''}")

@@ -72,7 +72,8 @@ def rows(p: dict, limit: int = ROWS) -> list[list[str]]:
         out.append([o.get("op", "?"), o.get("category", "?"), _pct(o.get("share")),
                     _num(o.get("self_ms"), 1.0, "{:.4f}"), str(o.get("calls") or "—"), shapes or "—",
                     _num(o.get("flops"), 1e9), _num(o.get("bytes", o.get("bytes_in")), 1e6), _pct(o.get("flops_frac_peak")),
-                    _pct(o.get("bytes_frac_peak"))])
+                    _pct(o.get("bytes_frac_peak")) if o.get("bytes_frac_peak") is not None
+                    else ("≤" + _pct(o["bytes_frac_peak_at_most"]) if o.get("bytes_frac_peak_at_most") is not None else "—")])
     return out
 
 

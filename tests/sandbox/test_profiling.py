@@ -139,6 +139,22 @@ def test_a_reading_above_the_peak_is_reported_as_a_bug_not_a_number():
     assert "bytes_frac_peak" not in ops_too_short["ops"][0] and not ops_too_short["anomalies"]
 
 
+def test_a_compiled_call_that_did_not_read_its_arguments_is_not_rated_and_is_no_bug():
+    """A compiled graph's bytes are its arguments, which it need not read: around a generated C++
+    extension, the graph hands its 128 MB of inputs on in microseconds (seen at "1124% of peak
+    bandwidth", a BUG line, in a quickstart best's profile). Its rate is an upper bound: shown as
+    "at most" when below the peak, not rated (a note, no bug) above it."""
+    graph = "## Call CompiledFxGraph fp2xp ##"
+    p = summarize(_raw(128 * MB, 1_000.0, 128 * MB, name=graph), "float32", PEAK)  # 1118% on its arguments
+    row = p["ops"][0]
+    assert row["category"] == "compiled" and p["anomalies"] == []
+    assert row.get("bytes_frac_peak") is None and row.get("bytes_frac_peak_at_most") is None
+    assert len(p["notes"]) == 1 and "need not read its inputs" in p["notes"][0] and "BUG" not in format_profile(p)
+    slow = summarize(_raw(128 * MB, 20_000.0, 128 * MB, name=graph), "float32", PEAK)  # 6.7 GB/s of 12
+    assert slow["ops"][0]["bytes_frac_peak_at_most"] == pytest.approx(128 * MB / 20e-3 / 12e9)
+    assert "at most 56% of peak bandwidth" in format_profile(slow) and slow["ops"][0].get("bytes_frac_peak") is None
+
+
 def test_an_op_the_anchoring_scaled_below_its_real_time_is_read_on_its_profiled_time_not_called_a_bug():
     """A CI VM's 1-thread pow read 125% of the peak on its share of the measured call: the profiler
     slowed the other ops (fresh outputs' page faults), the anchoring scaled every op down by the
