@@ -58,6 +58,27 @@ def get_init_inputs():
 '''
 
 
+RMS_CHANNELS = '''
+import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.weight = nn.Parameter(torch.randn(8, 1, 1))
+
+    def forward(self, x):
+        rms = torch.sqrt(torch.mean(x ** 2, dim=1, keepdim=True) + 1e-5)
+        return x / rms * self.weight
+
+def get_inputs():
+    return [torch.randn(4, 8, 10, 300)]
+
+def get_init_inputs():
+    return []
+'''
+
+
 def _kernel(source: str) -> str:
     out = generate(to_modelnew(source))
     start = out.index('_ARBOR_CPP = r"""') + len('_ARBOR_CPP = r"""')
@@ -80,12 +101,18 @@ def test_a_broadcast_operand_is_indexed_without_a_division_per_element():
     assert "INNER = in0.shape[3:].numel()" in out  # inside the scale's dims, after the bias's
 
 
+def test_a_reduction_over_channels_keeps_an_accumulator_per_lane():
+    """Column mode: the reduced dim in the middle (NCHW channels); each pass is a vectorised loop
+    over consecutive inner positions, never a reduction across lanes."""
+    kernel = _kernel(RMS_CHANNELS)
+    assert "float acc_r" in kernel and "[LANES];" in kernel and "reduction(" not in kernel
+    assert "OUTER" in generate(to_modelnew(RMS_CHANNELS)).split("def _arbor_fused")[1]
+
+
 def test_refusals_say_why():
-    column = SOFTMAX.replace("torch.randn(64, 4096)", "torch.randn(8, 16, 32)")
-    assert "column" in explain(to_modelnew(column))
     double = SOFTMAX.replace("torch.randn(64, 4096)", "torch.randn(64, 4096, dtype=torch.float64)")
     assert "float32" in explain(to_modelnew(double))
-    assert apply_move(to_modelnew(column), "cpp_codegen", {}) is None
+    assert apply_move(to_modelnew(double), "cpp_codegen", {}) is None
     with pytest.raises(ValueError):
         apply_move(to_modelnew(SOFTMAX), "cpp_codegen", {"block": 4})
 
@@ -155,7 +182,7 @@ def _module(source: str, name: str) -> types.ModuleType:
 
 
 @needs_cxx
-@pytest.mark.parametrize("problem", [CONV_BIAS], ids=["flat-broadcast"])  # a row chain: the sandbox test
+@pytest.mark.parametrize("problem", [CONV_BIAS, RMS_CHANNELS], ids=["flat-broadcast", "column"])  # a row chain: the sandbox test
 def test_the_built_kernel_matches_the_reference(problem, tmp_path, monkeypatch):
     monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path))
     ref = _module(problem, "ref")
@@ -171,4 +198,5 @@ def test_the_built_kernel_matches_the_reference(problem, tmp_path, monkeypatch):
             torch.testing.assert_close(b(*x), a(*x), rtol=1e-4, atol=1e-5)
     # no path back to torch's ops: a tensor the kernel does not compute is an error
     with pytest.raises(RuntimeError, match="float32 CPU tensors only"):
-        cand._arbor_fused(*[t.double() for t in (torch.randn(4, 8, 30, 30), b.bias, b.scale)])
+        operands = (torch.randn(4, 8, 30, 30), b.bias, b.scale) if problem is CONV_BIAS else (x[0], b.weight)
+        cand._arbor_fused(*[t.double() for t in operands])

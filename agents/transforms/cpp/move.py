@@ -8,7 +8,7 @@ CPU counterpart of ``triton_codegen``: the same traced region, plan and splice (
 C++ kernel instead of a Triton one (``source.py``).
 
 Refused (``None``) when the graph cannot be traced, the region is not one the kernel models
-exactly (a ``column`` region, an op outside the table), its output is not float32, the module
+exactly (an op outside the table), its output is not float32, the module
 already binds a generated name, or the code would depend on the problem's sizes (traced again at
 half size, the whole module must come out identical).
 """

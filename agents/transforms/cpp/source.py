@@ -18,8 +18,8 @@ edge cases PyTorch gives: ``exp(-inf) = 0``, ``exp(+inf) = inf``, ``log(0) = -in
 below 1.5e-7, 5e-7 once computed in float32; an absolute bound, so GELU's ``x * erf`` keeps it). Only float32 tensors on the CPU are computed (the move is offered only there);
 anything else is a ``TORCH_CHECK`` error, not a silent path back to PyTorch's ops.
 
-Modes: ``flat`` and ``row``. A ``column`` region (a reduction over middle dims, NCHW channels) is
-not written for the CPU: it is refused, and the Triton or compile moves remain.
+Modes: ``flat``, ``row`` and ``column`` (a reduction over middle dims, NCHW channels: per task
+one outer index and ``LANES`` consecutive inner positions, an accumulator per lane; ``_column``).
 """
 
 from __future__ import annotations
@@ -292,6 +292,93 @@ def _row(w: _Writer, m: Match) -> None:
     w.close("});")
 
 
+LANES = 256  # column mode: inner positions one task keeps accumulators for (R x LANES floats stay in L2)
+
+
+def _lane_loop(w: _Writer, rows: list[str], position: bool) -> None:
+    """Open a vectorised loop over a task's lanes, with the row values computed so far (arrays
+    per lane) as scalars, and ``rflat`` (the lane's element at reduced index 0) when asked."""
+    w("#pragma omp simd")
+    w.open("for (int64_t l = 0; l < nl; ++l)")
+    if position:
+        w("const int64_t rflat = start + l;")
+    for name in rows:
+        w(f"const float {name} = {name}_a[l];")
+
+
+def _column_outside(w: _Writer, m: Match, done: set[str], rows: list[str]) -> None:
+    """Row and const values now computable: a const once per task, a row value per lane."""
+    while True:
+        ready = outside(m.plan, done)
+        if not ready:
+            return
+        for v in ready:
+            if v.level == "const":
+                _emit_value(w, m, v)
+                continue
+            w(f"float {v.name}_a[LANES];")
+            _lane_loop(w, rows, True)
+            _emit_value(w, m, v)
+            w(f"{v.name}_a[l] = {v.name};")
+            w.close()
+            rows.append(v.name)
+
+
+def _column(w: _Writer, m: Match) -> None:
+    """Reduced dims in the middle (RMSNorm over NCHW channels): the domain is OUTER x R x INNER,
+    and a task is one outer index and ``LANES`` consecutive inner positions. Each pass walks the
+    R reduced indices, each a vectorised loop over the lanes (consecutive in memory) with one
+    accumulator per lane, so no pass needs a reduction across lanes; the task's R x LANES block
+    (64 KB for 64 channels) stays in L2 between the passes and the store."""
+    plan = m.plan
+    w("const int64_t NBLK = (INNER + LANES - 1) / LANES;")
+    w.open("at::parallel_for(0, OUTER * NBLK, 1, [&](int64_t begin, int64_t end)")
+    w.open("for (int64_t task = begin; task < end; ++task)")
+    w("const int64_t outer = task / NBLK;")
+    w("const int64_t l0 = (task % NBLK) * LANES;")
+    w("const int64_t nl = std::min<int64_t>(LANES, INNER - l0);")
+    w("const int64_t start = outer * R * INNER + l0;")
+    done: set[str] = set()
+    rows: list[str] = []
+    _column_outside(w, m, done, rows)
+    for group in groups(plan):
+        for r in group:
+            w(f"float acc_{r.name}[LANES];")
+        w("#pragma omp simd")
+        w.open("for (int64_t l = 0; l < nl; ++l)")
+        for r in group:
+            w(f"acc_{r.name}[l] = {_NEUTRAL[r.reduce]};")
+        w.close()
+        w.open("for (int64_t i = 0; i < R; ++i)")
+        _lane_loop(w, rows, True)
+        w("const int64_t flat = rflat + i * INNER;")
+        _emit_chain(w, m, [r.deps[0] for r in group])
+        for r in group:
+            w(_COMBINE[r.reduce].format(acc=f"acc_{r.name}[l]", x=r.deps[0]))
+        w.close()
+        w.close()
+        for r in group:
+            w(f"float* {r.name}_a = acc_{r.name};")
+            rows.append(r.name)
+            done.add(r.name)
+        _column_outside(w, m, done, rows)
+    out = plan.value(plan.output)
+    if out.level == "full":
+        w.open("for (int64_t i = 0; i < R; ++i)")
+        _lane_loop(w, rows, True)
+        w("const int64_t flat = rflat + i * INNER;")
+        _emit_chain(w, m, [plan.output])
+        w(f"o[flat] = {plan.output};")
+        w.close()
+        w.close()
+    else:
+        _lane_loop(w, rows, False)
+        w(f"o[outer * INNER + l0 + l] = {plan.output};")
+        w.close()
+    w.close()
+    w.close("});")
+
+
 def _sizes(m: Match) -> list[str]:
     out = []
     for o in m.plan.operands:
@@ -299,13 +386,13 @@ def _sizes(m: Match) -> list[str]:
         out += [a for a in (div, span) if a]
     if m.mode == "row":
         return out + ["R", "ROWS"]
+    if m.mode == "column":
+        return out + ["R", "INNER", "OUTER"]
     return out + ["N"] + (["INNER"] if split(m) is not None else [])
 
 
 def kernel_source(m: Match) -> str:
     """The C++ translation unit: the math, then the kernel taking the output and the operands."""
-    if m.mode not in ("flat", "row"):
-        raise Unsupported("a reduction over middle dims (column mode) has no CPU kernel")
     plan: Plan = m.plan
     tensors = ["out"] + [f"in{o.index}" for o in plan.operands]
     params = ([f"torch::Tensor {t}" for t in tensors] + [f"int64_t {s}" for s in _sizes(m)]
@@ -319,7 +406,9 @@ def kernel_source(m: Match) -> str:
         w(f"const float* __restrict__ p{o.index} = in{o.index}.data_ptr<float>();")
     for name in plan.runtime_args:
         w(f"const float {name} = (float){name}_arg;")
-    {"flat": _flat, "row": _row}[m.mode](w, m)
+    if m.mode == "column":
+        w(f"constexpr int64_t LANES = {LANES};")
+    {"flat": _flat, "row": _row, "column": _column}[m.mode](w, m)
     body = "\n".join(w.lines)
     return f"{MATH}\nvoid {KERNEL}({', '.join(params)}) {{\n{body}\n}}\n"
 
@@ -348,9 +437,14 @@ def launcher_source(m: Match) -> str:
         lines.append(f"    N = {main}.numel()")
         if split(m) is not None:
             lines.append(f"    INNER = {main}.shape[{split(m)}:].numel()")
-    else:
+    elif m.mode == "row":
         lines.append(f"    R = {main}.shape[{plan.reduce_lo}:].numel()")
         lines.append(f"    ROWS = {main}.shape[:{plan.reduce_lo}].numel()")
+    else:
+        a, b = plan.reduce_lo, plan.reduce_hi
+        lines.append(f"    R = {main}.shape[{a}:{b}].numel()")
+        lines.append(f"    INNER = {main}.shape[{b}:].numel()")
+        lines.append(f"    OUTER = {main}.shape[:{a}].numel()")
     for name, expression in plan.runtime_args.items():
         lines.append(f"    {name} = {expression.format(main=main)}")
     args = ", ".join(["out", *ins, *_sizes(m), *plan.runtime_args])
