@@ -15,7 +15,8 @@ import torch
 from arbor.agents.specialists.applicability import cpp_toolchain
 from arbor.agents.transforms import apply_move, to_modelnew
 from arbor.agents.transforms.cpp import explain, generate
-from arbor.agents.transforms.cpp.source import FLAGS, MATH
+from arbor.agents.transforms.cpp.math import MATH
+from arbor.agents.transforms.cpp.source import FLAGS
 
 needs_cxx = pytest.mark.skipif(not cpp_toolchain(os.environ),
                                reason="no C++ compiler, ninja or Python headers (what load_inline needs)")

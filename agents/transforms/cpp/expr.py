@@ -2,7 +2,7 @@
 
 The op table (``triton/ops.py``) writes each value as an expression over the documented
 ``triton.language`` functions; that text is Python syntax, so it is parsed here and printed as
-C++ over the math of ``source.MATH`` (float32 throughout: literals get an ``f``, so nothing is
+C++ over the math of ``math.MATH`` (float32 throughout: literals get an ``f``, so nothing is
 promoted to double inside a vectorised loop). Anything outside the table's vocabulary raises
 ``Unsupported``: the move is then not offered, never approximated.
 """

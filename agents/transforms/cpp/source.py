@@ -10,12 +10,8 @@ kept per lane and combined at the end. A row is walked once per group of depende
 stays in the core's L2 between passes, which is where eager PyTorch pays a full read and write
 of memory per op.
 
-The transcendental functions are written out (``MATH``): glibc's ``expf``/``logf`` are calls the
-compiler does not vectorise, which made a first softmax 6x slower than ATen's. Each is the
-Cephes single-precision polynomial (relative error ~1e-7, the same as the library's), with the
-edge cases PyTorch gives: ``exp(-inf) = 0``, ``exp(+inf) = inf``, ``log(0) = -inf``,
-``log(x < 0) = nan``, NaN in -> NaN out. ``erf`` is Abramowitz & Stegun 7.1.26 (absolute error
-below 1.5e-7, 5e-7 once computed in float32; an absolute bound, so GELU's ``x * erf`` keeps it). Only float32 tensors on the CPU are computed (the move is offered only there);
+The transcendental functions are written out (``math.py``: glibc's are calls the compiler does
+not vectorise). Only float32 tensors on the CPU are computed (the move is offered only there);
 anything else is a ``TORCH_CHECK`` error, not a silent path back to PyTorch's ops.
 
 Modes: ``flat``, ``row`` and ``column`` (a reduction over middle dims, NCHW channels: per task
@@ -30,6 +26,7 @@ from ..triton.plan import Plan, Unsupported, Value
 from ..triton.region import Match
 from ..triton.source import groups, index_parts, launcher_prologue, outside
 from .expr import translate
+from .math import MATH
 
 KERNEL = "_arbor_cpu_kernel"
 LAUNCHER = "_arbor_fused"
@@ -41,81 +38,6 @@ _COMBINE = {"sum": "{acc} += {x};", "max": "{acc} = ({x} > {acc}) ? {x} : {acc};
             "min": "{acc} = ({x} < {acc}) ? {x} : {acc};"}
 _CLAUSE = {"sum": "+", "max": "max", "min": "min"}
 
-MATH = r"""
-#include <algorithm>
-#include <cmath>
-#include <cstdint>
-#include <cstring>
-#include <ATen/Parallel.h>
-
-namespace {
-inline float arbor_bits(int32_t i) { float f; std::memcpy(&f, &i, 4); return f; }
-inline int32_t arbor_int(float f) { int32_t i; std::memcpy(&i, &f, 4); return i; }
-
-// exp: n = round(x / ln2), r = x - n ln2 (two-part ln2), Cephes' degree-6 polynomial p(r) in
-// [0.7, 1.42], and 2^n added to p's exponent bits (n in [-126, 128] after the clamp: 2^128 p
-// overflows to inf exactly when exp does; at the bottom the result is within 1.2e-38 of zero).
-inline float arbor_exp(float x) {
-  const float xc = x < -87.33654f ? -87.33654f : (x > 88.72283f ? 88.72283f : x);
-  const float n = std::floor(xc * 1.44269504088896341f + 0.5f);
-  float r = xc - n * 0.693359375f;
-  r = r - n * -2.12194440e-4f;
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  p = p * (r * r) + r + 1.0f;
-  const float y = arbor_bits(arbor_int(p) + ((int32_t)n << 23));
-  return x < -87.33654f ? 0.0f : (x > 88.72283f ? INFINITY : y);
-}
-
-// log: x = m 2^e with m in [sqrt(1/2), sqrt(2)), Cephes' polynomial in m - 1; subnormals scaled.
-inline float arbor_log(float x) {
-  const bool tiny = x < 1.17549435e-38f;
-  const float xs = tiny ? x * 8388608.0f : x;
-  const int32_t b = arbor_int(xs);
-  int32_t e = ((b >> 23) & 0xff) - 126 - (tiny ? 23 : 0);
-  float m = arbor_bits((b & 0x007fffff) | 0x3f000000);
-  const bool low = m < 0.707106781186547524f;
-  e = low ? e - 1 : e;
-  m = low ? m + m - 1.0f : m - 1.0f;
-  const float z = m * m;
-  float y = 7.0376836292e-2f;
-  y = y * m - 1.1514610310e-1f;
-  y = y * m + 1.1676998740e-1f;
-  y = y * m - 1.2420140846e-1f;
-  y = y * m + 1.4249322787e-1f;
-  y = y * m - 1.6668057665e-1f;
-  y = y * m + 2.0000714765e-1f;
-  y = y * m - 2.4999993993e-1f;
-  y = y * m + 3.3333331174e-1f;
-  const float ef = (float)e;
-  y = y * m * z - 2.12194440e-4f * ef - 0.5f * z;
-  float out = m + y + 0.693359375f * ef;
-  out = x == 0.0f ? -INFINITY : out;
-  out = x < 0.0f ? NAN : out;
-  out = x == INFINITY ? INFINITY : out;
-  return x != x ? x : out;
-}
-
-inline float arbor_sigmoid(float x) { return 1.0f / (1.0f + arbor_exp(-x)); }
-
-inline float arbor_erf(float x) {
-  const float a = std::fabs(x);
-  const float t = 1.0f / (1.0f + 0.3275911f * a);
-  const float p = ((((1.061405429f * t - 1.453152027f) * t + 1.421413741f) * t - 0.284496736f) * t
-                   + 0.254829592f) * t;
-  const float y = 1.0f - p * arbor_exp(-a * a);
-  return x != x ? x : (x < 0.0f ? -y : y);
-}
-
-// NaN-propagating, as torch.maximum / torch.minimum
-inline float arbor_max(float a, float b) { return (a > b || a != a) ? a : b; }
-inline float arbor_min(float a, float b) { return (a < b || a != a) ? a : b; }
-}  // namespace
-"""
 
 
 class _Writer:
