@@ -9,6 +9,11 @@ the same candidate without the cache (first and confirmation) and the eager refe
 
     python -m benchmarks.compile_cache                        # l1_06_softmax
     python -m benchmarks.compile_cache --problem l2_10_gemm_swish_scale_add --size-scale 1.5
+    python -m benchmarks.compile_cache --move cpp             # a generated C++ kernel (load_inline)
+
+``--move cpp`` measures the ``cpp_codegen`` candidate instead: it builds its extension when
+imported (~25 s), and its later measurements import the extension the first one left in its
+archive; written to ``compile_cache_cpp.json``.
 
 Goal: the confirmation measurement takes at most 40% of the first (job wall time). The runner's
 warm worker imports Dynamo and Inductor once, before its first compiled job (``worker_warm_compiler``,
@@ -32,9 +37,9 @@ from benchmarks.common import ROOT, fmt, table, write_result
 GOAL = 0.40  # confirmation / first, job wall time
 
 
-def measure_plan(problem: Path, size_scale: float | None, threads: int) -> list[dict]:
+def measure_plan(problem: Path, size_scale: float | None, threads: int, move: str = "compile") -> list[dict]:
     """Measure the plan's rows in order; each row {arm, purpose, ...} gains its timings."""
-    from arbor.agents.transforms import to_modelnew
+    from arbor.agents.transforms import apply_move, to_modelnew
     from arbor.sandbox.compile_cache import CompileCache
     from arbor.sandbox.kernel_protocol import KernelRequest, measure_kernel
     from arbor.sandbox.local_runner import LocalRunner
@@ -42,9 +47,9 @@ def measure_plan(problem: Path, size_scale: float | None, threads: int) -> list[
 
     source = problem.read_text()
     eager = to_modelnew(source)
-    compiled = compile_default(eager)
+    compiled = compile_default(eager) if move == "compile" else apply_move(eager, "cpp_codegen", {})
     if compiled is None:
-        raise SystemExit(f"{problem.name}: the compile-default move does not apply")
+        raise SystemExit(f"{problem.name}: the {move} move does not apply")
     settings = dict(seeds=[0, 1, 2], warmup_s=0.2, time_budget_s=1.0, min_repeats=10, num_threads=threads,
                     size_scale=size_scale, timeout_s=600)
     cache_dir = Path(tempfile.mkdtemp(prefix="arbor-compile-cache-bench-"))
@@ -101,6 +106,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--problem", default="l1_06_softmax", help="a file of benchmarks/problems (stem) or a path")
     ap.add_argument("--size-scale", type=float, default=None)
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--move", choices=("compile", "cpp"), default="compile",
+                    help="the compiled candidate: compile-default, or the generated C++ kernel")
     args = ap.parse_args(argv)
     path = Path(args.problem)
     if not path.is_file():
@@ -109,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit(f"no problem {args.problem!r}: name a file of benchmarks/problems or a path")
     started = time.monotonic()
     load0 = os.getloadavg()
-    rows = measure_plan(path, args.size_scale, args.threads)
+    rows = measure_plan(path, args.size_scale, args.threads, args.move)
     summ = summarize(rows)
     print(table(rows, [("arm", "arm"), ("purpose", "measurement"), ("status", "status"), ("job_s", "job s"),
                        ("x_first", "x first"), ("first_call_s", "first call s"), ("cache", "cache"),
@@ -121,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
           f"{fmt(summ['uncached_confirm_over_first'], 3)}; finals {summ['finals_over_first']}")
     load1 = os.getloadavg()
     print(f"load average at start {load0[0]:.2f}, at end {load1[0]:.2f}")
-    out = write_result("compile_cache", {"problem": path.name, "args": vars(args), "summary": summ, "rows": rows,
+    out = write_result("compile_cache" if args.move == "compile" else "compile_cache_cpp", {"problem": path.name, "args": vars(args), "summary": summ, "rows": rows,
                                          "load_avg_start": load0, "load_avg_end": load1}, started)
     print(f"wrote {out}")
     return 0
