@@ -358,3 +358,34 @@ def test_settings_inductor_read_at_import_are_set_on_its_config_when_it_is_loade
     monkeypatch.setenv("TORCHINDUCTOR_CPP_CACHE_PRECOMPILE_HEADERS", "1")  # the job's own choice
     mod.settle({"inductor": {}})
     assert config.cpp_cache_precompile_headers is True
+
+
+def test_load_inline_builds_into_the_cache_folder_under_a_digest_of_what_shapes_the_binary(tmp_path, monkeypatch):
+    """The job wraps ``load_inline`` (a candidate's extension kept between its measurements): a
+    call without a build folder of its own builds into ``extensions/<digest>``; what does not
+    shape the binary (``verbose``) keeps the digest, a different source gets another; a call that
+    names its own build folder, or builds no Python module, goes to torch untouched. (The load on a
+    later job is the sandbox test in test_extension_liveness.py: it needs a real build.)"""
+    import torch.utils.cpp_extension as cpp
+
+    calls = []
+
+    def fake(name, cpp_sources, cuda_sources=None, functions=None, extra_cflags=None, build_directory=None,
+             verbose=False, is_python_module=True, **rest):
+        calls.append((name, build_directory))
+        return f"module {name}"
+
+    monkeypatch.setattr(cpp, "load_inline", fake)
+    folder = tmp_path / "extensions"
+    counts = _harness_module()._cache_extensions(str(folder))
+    assert cpp.load_inline is not fake and counts == {"built": 0, "loaded": 0}
+    assert cpp.load_inline("ext_a", "int f();", functions=["f"]) == "module ext_a"
+    cpp.load_inline("ext_a", "int f();", functions=["f"], verbose=True)
+    cpp.load_inline("ext_a", "int g();", functions=["g"])
+    built = [Path(d) for _, d in calls]
+    assert all(d.parent == folder for d in built) and built[0] == built[1] != built[2]
+    assert (built[0] / "arbor-built").read_text() == "ext_a" and counts["built"] == 3
+    calls.clear()
+    cpp.load_inline("ext_b", "int f();", build_directory=str(tmp_path / "mine"))
+    cpp.load_inline("ext_c", "int f();", is_python_module=False)
+    assert calls == [("ext_b", str(tmp_path / "mine")), ("ext_c", None)] and counts["built"] == 3
