@@ -164,12 +164,13 @@ class JobCache:
         Inductor and Triton (they read their folders then)."""
         cache = cls.open(req, workdir)
         if cache is not None:
-            cache.activate()
+            cache.activate(extensions=_builds_extensions(os.path.join(workdir, str(req.get("candidate_file") or ""))))
             cache.before_candidate(str(req.get("device") or "cpu"))
         return cache
 
-    def activate(self) -> None:
-        """Point Inductor and Triton at the cache folder and unpack the shipped archive into it."""
+    def activate(self, extensions: bool = True) -> None:
+        """Point Inductor and Triton at the cache folder and unpack the shipped archive into it;
+        ``extensions``: keep ``load_inline`` builds there too (``_cache_extensions``)."""
         os.makedirs(os.path.join(self.root, "inductor"), exist_ok=True)
         os.makedirs(os.path.join(self.root, "triton"), exist_ok=True)
         os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(self.root, "inductor")
@@ -183,7 +184,8 @@ class JobCache:
                 config = _inductor_config(module)
                 if config is not None:  # imported already: it read the variable's absence
                     setattr(config, attr, True)
-        self.stats["extensions"] = _cache_extensions(os.path.join(self.root, "extensions"))
+        if extensions:
+            self.stats["extensions"] = _cache_extensions(os.path.join(self.root, "extensions"))
         if _skip_per_process_work(self.spec):  # the host probed this machine and torch once
             self.vec_isa_ok = True
             self.stats["isa"] = "host"
@@ -302,6 +304,20 @@ class JobCache:
         finally:
             self.stats["pack_s"] = round(_clock() - t0, 4)
         return self.stats
+
+
+_EXTENSION_CALL = re.compile(r"load_inline|cpp_extension")
+
+
+def _builds_extensions(candidate_path: str) -> bool:
+    """Whether the candidate's source names ``load_inline``: only then is the wrapper installed
+    (importing ``torch.utils.cpp_extension`` brings setuptools, 0.12 s a job, which a
+    ``torch.compile`` candidate's cached measurement of ~3.6 s need not pay)."""
+    try:
+        with open(candidate_path, encoding="utf-8", errors="replace") as f:
+            return bool(_EXTENSION_CALL.search(f.read()))
+    except OSError:
+        return False
 
 
 def _cache_extensions(folder: str) -> dict:

@@ -199,6 +199,7 @@ def test_cache_travels_between_measurements_of_the_same_candidate_only(tmp_path)
         # Inductor's vector-ISA verdict came from the host's one probe (sandbox/vec_isa.py: on a
         # fresh machine its real child ran for this job), not from a probe in this job
         assert first.stats["compile_cache"].get("isa") == "host" and "isa_probe_s" not in first.stats["compile_cache"]
+        assert "extensions" not in first.stats["compile_cache"]  # no load_inline: no wrapper, no setuptools import
         second = measure_kernel(runner, _req(_counting("A")), cache=store)
         assert second.ok, second.error_text
         assert second.stats["compile"]["cache"] == "hit" and second.stats["compile_cache"]["restored"] >= 1
