@@ -36,7 +36,7 @@ import threading
 from pathlib import Path
 from .cache_dir import arbor_cache_dir
 
-__all__ = ["CompileCache", "cache_key", "uses_compiler", "uses_dynamo", "default_cache", "ARCHIVE_IN", "ARCHIVE_OUT"]
+__all__ = ["CompileCache", "cache_key", "uses_compiler", "uses_dynamo", "uses_extension", "default_cache", "ARCHIVE_IN", "ARCHIVE_OUT"]
 
 ARCHIVE_IN, ARCHIVE_OUT = "compile-cache-in.zip", "compile-cache-out.zip"
 MAX_ENTRY_BYTES = 128 << 20  # the harness never packs more (harness/compile_cache.py)
@@ -47,11 +47,17 @@ _COMPILES = re.compile(r"torch\s*\.\s*compile|_dynamo|_inductor|\btriton\b|load_
                        r"|aot_compile|torch\s*\.\s*export")
 
 
+_EXTENSION = re.compile(r"load_inline|cpp_extension")
 _DYNAMO = re.compile(r"torch\s*\.\s*compile|_dynamo|_inductor|aot_compile|torch\s*\.\s*export")
 
 
 def uses_compiler(source: str) -> bool:
     return bool(_COMPILES.search(source or ""))
+
+
+def uses_extension(source: str) -> bool:
+    """Whether the source builds a C++ extension when imported (``load_inline``)."""
+    return bool(_EXTENSION.search(source or ""))
 
 
 def uses_dynamo(source: str) -> bool:

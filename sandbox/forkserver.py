@@ -219,9 +219,10 @@ class ForkServer:
             if msg is None or "loaded" not in msg:
                 self.pending.pop(first)
                 why = (msg or {}).get("load_failed") or self._log_tail() or "the warm worker died or did not answer"
-                if msg is None or msg.get("unsafe"):
+                fatal = msg is None or bool(msg.get("unsafe"))
+                if fatal:
                     self.kill()
-                if msg is None or msg.get("unsafe") or first == eid:
+                if fatal or first == eid:
                     raise WorkerError(str(why))
                 continue  # an earlier script's warm-up failed: it runs fresh when asked for
             self.pending.pop(first)

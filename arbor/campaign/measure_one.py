@@ -41,12 +41,19 @@ def reprobe_reference(ctx: Context, measure: Measure | None = None) -> bool:
     if result is None:
         return False
     record(ctx, root_id, attempt, "reference", result)
+    note_reprobe(ctx, attempt, before, result)
+    return True
+
+
+def note_reprobe(ctx: Context, attempt: int, before: list, result: dict, **extra: object) -> None:
+    """The ``reference_reprobe`` event of a recorded probe: the reference's median before (the
+    baseline's latest correct measurement in ``before``) and in the probe (the Critic's
+    ``_fresh_probe`` and the reports read it)."""
     old = statistics.median(before[-1].baseline_samples) if before else None
     fresh = result.get("baseline_samples") if result.get("status") == "ok" else None
-    new = statistics.median(fresh) if fresh else None
-    ctx.store.append_event(ctx.cid, "reference_reprobe", {"attempt": attempt, "before_s": old, "after_s": new},
-                           node_id=root_id, agent="loop")
-    return True
+    ctx.store.append_event(ctx.cid, "reference_reprobe",
+                           {"attempt": attempt, "before_s": old, "after_s": statistics.median(fresh) if fresh else None,
+                            **extra}, node_id=ctx.campaign.root_node_id, agent="loop")
 
 
 def record(ctx: Context, nid: int, attempt: int, purpose: str, result: dict) -> None:

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import math
 import os
-import statistics
 import threading
 import time
 from dataclasses import dataclass, field, replace
@@ -31,7 +30,7 @@ from functools import partial
 from arbor.sandbox.executors import Done, Executor, LocalExecutor, plan_slots
 from arbor.sandbox.runner import Runner, make_runner
 
-from . import compile_times, timing
+from . import compile_times, measure_one, timing
 from .context import Context
 from .profiling import profiling_on
 from .purposes import next_purpose, reference_drifted
@@ -374,11 +373,7 @@ class Parallel:
             attempt, for_node = f.attempt, next((n for n, k in self.reference_for.items() if k == key), None)
         before = [m for m in ctx.store.measurements(root_id) if m.status == "ok" and m.baseline_samples]
         ctx.store.record_measurement(root_id, attempt, "reference", reference, ctx.runner.name)
-        old = statistics.median(before[-1].baseline_samples) if before else None
-        fresh = reference.get("baseline_samples") if reference.get("status") == "ok" else None
-        ctx.store.append_event(ctx.cid, "reference_reprobe", {"attempt": attempt, "before_s": old,
-                                                              "after_s": statistics.median(fresh) if fresh else None,
-                                                              "for_node": for_node}, node_id=root_id, agent="loop")
+        measure_one.note_reprobe(ctx, attempt, before, reference, for_node=for_node)
 
     def lag_s(self) -> float:
         """What the loop adds to each measurement of a chain beyond its own duration: handing the

@@ -23,12 +23,11 @@ against ``max_wall_s: 210`` — and far less in its later ones (the compile cach
 
 from __future__ import annotations
 
-import re
 import statistics
 import time
 from collections import defaultdict
 
-from arbor.sandbox.compile_cache import uses_compiler
+from arbor.sandbox.compile_cache import uses_compiler, uses_extension
 
 from .context import Context
 from .final_count import counted
@@ -126,7 +125,6 @@ def time_left(ctx: Context) -> float:
 
 
 KINDS = ("eager", "compiled", "extension")
-_EXTENSION = re.compile(r"load_inline|cpp_extension")
 _KIND_WORDS = {"eager": "new", "compiled": "compiled", "extension": "C++-extension"}
 # What building a load_inline extension adds to a measurement until the campaign has measured one
 # of its own (23-28 s on the development machine, nearly all of it torch/extension.h): borrowed
@@ -139,7 +137,7 @@ def kind_of_source(source: str) -> str:
     """'extension' (builds a C++ extension at import in its first measurement, ~25 s; later ones
     import it from the compile cache), 'compiled' (pays in its first
     measurement, loads from the compile cache in later ones) or 'eager'."""
-    if _EXTENSION.search(source):
+    if uses_extension(source):
         return "extension"
     return "compiled" if uses_compiler(source) else "eager"
 

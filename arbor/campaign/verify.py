@@ -83,9 +83,9 @@ def _verify(ctx: Context, node: NodeRecord, wanted: int, ref: Rule) -> tuple[Ver
         if drifted and not probed and ctx.campaign.root_node_id is not None and _fits(ctx, ctx.campaign.root_node_id, 1):
             probed = _reprobe(ctx)
             ref = rule(ctx)
-    if len(out.speedups) < wanted and out.short is None:
+    if out.short is None and len(out.speedups) < wanted:
         out.failed = "env_drift: the reference kept running slower than at the baseline"
-    if out.short is not None and not out.speedups:
+    elif out.short is not None and not out.speedups:
         out.failed, out.short = "env_drift: the reference ran slower than at the baseline, and the budget ended", None
     return out, ref
 

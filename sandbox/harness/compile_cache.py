@@ -306,7 +306,7 @@ class JobCache:
         return self.stats
 
 
-_EXTENSION_CALL = re.compile(r"load_inline|cpp_extension")
+_EXTENSION_CALL = re.compile(r"load_inline|cpp_extension")  # the host's uses_extension (this file is standalone)
 
 
 def _builds_extensions(candidate_path: str) -> bool:
