@@ -23,6 +23,7 @@ from typing import Callable
 
 from arbor.agents.family_posterior import DEFAULT_MODEL, FamilyModel, FamilyPosterior, Observation
 from arbor.agents.knowledge.calibration import Tally, shrink, shrink_weight
+from arbor.agents.knowledge.recipes import Recipe, expand
 from arbor.search_tree.records import NodeRecord
 
 CRASHES = {"compile_error", "runtime_error", "timeout", "oom", "hack_suspected", "harness_error",
@@ -108,6 +109,9 @@ class OutcomeIndex:
     warm_log: dict[str, float] = field(default_factory=dict)
     warm_notes: dict[str, dict] = field(default_factory=dict)
     warm_by_path: dict[tuple, float] = field(default_factory=dict)  # (moves applied, move) -> prior
+    # Warm start: neighbours' winning move sequences, offered whole at the baseline
+    # (agents/knowledge/recipes.py)
+    recipes: list[Recipe] = field(default_factory=list)
     _move_of: dict[int, str | None] = field(default_factory=dict)
     # Calibration of P(accept) per family, from this campaign's finished nodes: a family whose
     # priors predicted badly is shrunk toward its observed acceptance rate.
@@ -204,7 +208,7 @@ class OutcomeIndex:
         """The knowledge prior of ``move_id`` below ``parent_id``: what followed the same moves
         on similar problems when recorded, else the move's prior on similar problems."""
         if self.warm_by_path and parent_id is not None:
-            path = tuple(sorted(m for m in (self._move_of.get(a) for a in self.ancestors(parent_id)) if m))
+            path = tuple(sorted(m for a in self.ancestors(parent_id) for m in expand(self._move_of.get(a))))
             hit = self.warm_by_path.get((path, move_id))
             if hit is not None:
                 return hit

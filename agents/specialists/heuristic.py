@@ -15,6 +15,7 @@ import random
 from typing import Callable
 
 from arbor.agents.contracts import Option, Proposal, Specialist
+from arbor.agents.knowledge.recipes import Recipe
 from arbor.agents.priors import ALTERNATIVE_TO_WIN, OutcomeIndex, PriorTrace, alternative_to_win
 from arbor.agents.skills import MoveSpec
 from arbor.agents.transforms import apply_move
@@ -23,6 +24,9 @@ from arbor.search_tree.store import artifact_sha
 
 # What a heuristic move is expected to gain when it wins, without knowledge of it (log of 1.1x).
 DEFAULT_WIN_LOG = math.log(1.1)
+# A recipe ranks just above the best of its own moves here: it was the neighbour's best, above
+# what each of its moves reached there alone (agents/knowledge/recipes.py).
+RECIPE_EDGE = 0.01
 
 
 class HeuristicSpecialist(Specialist):
@@ -104,9 +108,42 @@ class HeuristicSpecialist(Specialist):
                 continue
             out.append(Option(move, new, trace.value, why, outcomes.warm_log.get(move.id, DEFAULT_WIN_LOG),
                               outcomes.warm_note(move.id, parent.id), trace))
+        if parent.parent_id is None:
+            out += self._recipe_options(parent, parent_source, tried, is_known, outcomes, env, out)
         rng = random.Random(f"{self.seed}:{parent.id}")
         rng.shuffle(out)
         out.sort(key=lambda o: -o.prior)  # stable: equal priors keep the seeded order
+        return out
+
+    def _recipe_options(self, parent: NodeRecord, parent_source: str, tried: set[str],
+                        is_known: Callable[[str], bool], outcomes: OutcomeIndex, env: dict | None,
+                        moves: list[Option]) -> list[Option]:
+        """The warm start's recipes as options at the baseline: each neighbour's winning sequence
+        applied move after move to this source. A move this Specialist lacks, whose condition
+        is false here or that does not apply to the source so far is left out; what remains must
+        still be two moves or more (one move is offered on its own)."""
+        out = []
+        for recipe in outcomes.recipes:
+            src, applied = parent_source, []
+            for move_id in recipe.moves:
+                move = self.by_id.get(move_id)
+                if move is None or self.gate(move, move.prior, env) is None:
+                    continue
+                new = self._apply(artifact_sha(src), src, move)
+                if new is not None:
+                    src, applied = new, applied + [move_id]
+            rid = Recipe(tuple(applied), recipe.campaign, recipe.similarity, recipe.speedup).move_id
+            if len(applied) < 2 or rid in tried or not self.valid(src) or is_known(artifact_sha(src)):
+                continue
+            own = max((o.prior for o in moves if o.move.id in applied), default=0.0)
+            prior = min(1.0, max(recipe.similarity, own) + RECIPE_EDGE)
+            why = (f"the recipe of {recipe.campaign}'s best ({recipe.speedup:.3g}x there, similarity "
+                   f"{recipe.similarity:.2f}): {' then '.join(applied)}")
+            spec = MoveSpec(id=rid, transform="recipe", params={"moves": applied}, prior=prior,
+                            family="knowledge-recipe", description=why)
+            trace = PriorTrace(rid, prior, "knowledge", value=prior)
+            note = {"source": "knowledge", "recipe": recipe.to_json(), "prior": round(prior, 4)}
+            out.append(Option(spec, src, prior, "", math.log(max(recipe.speedup, 1.0)), note, trace))
         return out
 
     def propose(self, parent: NodeRecord, options: list, k: int = 1) -> list[Proposal]:

@@ -16,6 +16,7 @@ from dataclasses import replace
 from arbor.agents.contracts import Judgement
 from arbor.agents.knowledge.calibration import Calibration, log_or_none
 from arbor.agents.knowledge.signature import hardware_class, signature_from_profile
+from arbor.agents.knowledge.recipes import Recipe, recipes
 from arbor.agents.knowledge.warm import warm_priors
 from arbor.search_tree.knowledge import KnowledgeError, KnowledgeRecord, KnowledgeStore
 from arbor.search_tree.records import NodeRecord
@@ -163,12 +164,15 @@ def ensure_warm_start(ctx: Context) -> None:
             return
         records = ks.records(hardware_class=hw["class"])
         priors, by_path = warm_priors(records, hw["class"], sig, base, exclude_campaign=ctx.campaign.name)
+        found = recipes(records, hw["class"], sig, set(base), exclude_campaign=ctx.campaign.name)
         payload = {"hardware": hw, "signature": sig, "records": len(records),
                    "priors": {k: v.to_json() for k, v in sorted(priors.items())},
-                   "by_path": [{"path": list(k[0]), "move": k[1], "prior": v} for k, v in sorted(by_path.items())]}
+                   "by_path": [{"path": list(k[0]), "move": k[1], "prior": v} for k, v in sorted(by_path.items())],
+                   "recipes": [r.to_json() for r in found]}
         ctx.store.append_event(ctx.cid, "warm_start", payload, agent="knowledge")
         if priors:
-            ctx.report("sandbox_info", {"text": f"warm start: {len(priors)} move priors from {len(records)} "
+            shown = f" and {len(found)} recipe{'s' * (len(found) != 1)}" if found else ""
+            ctx.report("sandbox_info", {"text": f"warm start: {len(priors)} move priors{shown} from {len(records)} "
                                           f"knowledge records ({hw['class']})"})
     for move, p in (payload.get("priors") or {}).items():
         outcomes.warm[move] = float(p["prior"])
@@ -178,7 +182,8 @@ def ensure_warm_start(ctx: Context) -> None:
                                      "flagged": p["flagged"], "base": p["base"]}
     for row in payload.get("by_path") or []:
         outcomes.warm_by_path[(tuple(row["path"]), row["move"])] = float(row["prior"])
-    if payload.get("priors") and ctx.index is not None:
+    outcomes.recipes = [Recipe.from_json(r) for r in payload.get("recipes") or []]
+    if (payload.get("priors") or outcomes.recipes) and ctx.index is not None:
         ctx.index.invalidate_priors(1e9)  # warm priors may exceed the bounds computed before
 
 

@@ -29,6 +29,13 @@ def tables(warm: dict | None, cal: dict | None) -> list[tuple[str, list[str], li
         rows = [[m, _f(p["base"], "{:.2f}"), _f(p["prior"], "{:.2f}"), str(p["records"]), str(p["wins"]),
                  str(p["failures"]), str(p["flagged"])] for m, p in sorted(priors.items(), key=lambda kv: -kv[1]["prior"])]
         out.append((cap, ["move", "skill prior", "knowledge prior", "records", "wins", "failures", "flagged"], rows))
+        recipes = warm.get("recipes") or []
+        if recipes:
+            out.append(("Warm-start recipes: the moves to a similar problem's best, offered whole at the baseline "
+                        "(each measured and judged like any candidate).",
+                        ["recipe", "from campaign", "similarity", "speedup there"],
+                        [[" then ".join(r["moves"]), r["campaign"], _f(r["similarity"], "{:.2f}"),
+                          _f(r["speedup"], "{:.3g}x")] for r in recipes]))
     if cal is not None:
         rows = []
         for by in ("agents", "families"):
