@@ -13,7 +13,9 @@ measured again one after the other; each run's own Critic figures are printed be
 ``--phase finals --rounds N`` measures only the two finals of the named problems again, with more
 rounds (a second look at a "worse" final; written to warm_start_finals.json, never into the table).
 The report also prints the floor of the median: what it would be if every warm run reached the
-target at its first evaluation — a problem the cold run solved at evaluation 1 can only tie.
+target at its first evaluation — a problem the cold run solved at evaluation 1 can only tie —
+and, per problem, how many recipes the warm start offered and at which evaluations the warm run
+measured one (agents/knowledge/recipes.py).
 
 Sizes: each problem at the scale the generalization suite calibrated for it (eager about 20 ms on
 this machine, benchmarks/results/generalization_run/calibration.json), so the campaigns meet the
@@ -279,8 +281,9 @@ def run(names: list[str] | None, evaluations: int, fixed_scale: float | None, wo
         if c is None or w is None:  # report-only: what has finished
             continue
         warm_spec = _spec(tmp, f"warm-{p.stem}", p, evaluations, scale[p.stem], None)
-        row = compare_row(p, scale[p.stem], c, w, _load(done / f"remeasure-{p.stem}.json"),
-                   _warm_count(warm_spec) if not w["error"] else 0)
+        info = _warm_info(warm_spec) if not w["error"] else {"priors": 0, "recipes": 0, "recipe_evaluations": []}
+        row = compare_row(p, scale[p.stem], c, w, _load(done / f"remeasure-{p.stem}.json"), info["priors"])
+        row.update(warm_recipes=info["recipes"], recipe_evaluations=info["recipe_evaluations"])
         rows.append(row)
         if row["error"]:
             print(f"{p.stem}: left out — {row['error']}", flush=True)
@@ -311,13 +314,20 @@ def run(names: list[str] | None, evaluations: int, fixed_scale: float | None, wo
                     "the reference re-measured as a candidate, its largest distance from 1.0 (the noise left)"}
 
 
-def _warm_count(spec) -> int:  # type: ignore[no-untyped-def]
+def _warm_info(spec) -> dict:  # type: ignore[no-untyped-def]
+    """What the warm campaign got from the knowledge store (move priors, recipes) and which of its
+    evaluations (1-based) measured a recipe."""
+    from arbor.agents.knowledge.recipes import PREFIX
     from arbor.search_tree import open_store
 
     store = open_store(spec.store_url())
     try:
-        evs = store.events(store.get_campaign(spec.name).id, limit=10, kinds=["warm_start"])
-        return len(evs[-1].payload.get("priors") or {}) if evs else 0
+        cid = store.get_campaign(spec.name).id
+        evs = store.events(cid, limit=10, kinds=["warm_start"])
+        payload = evs[-1].payload if evs else {}
+        nodes = sorted((n for n in store.nodes(cid) if n.parent_id is not None), key=lambda n: n.id)
+        return {"priors": len(payload.get("priors") or {}), "recipes": len(payload.get("recipes") or []),
+                "recipe_evaluations": [i for i, n in enumerate(nodes, 1) if (n.move_id or "").startswith(PREFIX)]}
     finally:
         store.close()
 
@@ -368,7 +378,8 @@ def main() -> None:
                                ("ratio", "warm/cold"), ("critic_cold_evals", "cold (Critic)"),
                                ("critic_warm_evals", "warm (Critic)"), ("cold_best", "cold best"),
                                ("warm_best", "warm best"), ("final_ratio", "warm/cold final"),
-                               ("eager_spread", "eager noise"), ("warm_priors", "knowledge priors")]))
+                               ("eager_spread", "eager noise"), ("warm_priors", "knowledge priors"),
+                               ("warm_recipes", "recipes"), ("recipe_evaluations", "recipe evals")]))
     judged = data["problems_searched"]
     short = "" if data["enough_problems"] else f"; only {judged} such problems, {MIN_PROBLEMS} needed"
     print(f"median warm/cold evaluations (re-measured side by side) over the {judged} problems whose cold "

@@ -1,7 +1,7 @@
 """Warm-start priors: what records of similar problems on the same hardware class say about
 each move.
 
-Per move, records are weighted by the similarity of their problem to this one; the move's
+Per move, records are weighted by the similarity of their problem to this one (``weight``); the move's
 probability of acceptance is a Beta posterior around the skill's own prior (``PSEUDO_TRIALS``
 pseudo-observations of it), so one lucky record cannot dominate. Negative knowledge ranks low:
 crashes, regressions and no-gains count as failed trials, and a candidate the Critic flagged
@@ -42,6 +42,17 @@ class WarmPrior:
 
     def to_json(self) -> dict:
         return asdict(self)
+
+
+def weight(sim: float, min_similarity: float = MIN_SIMILARITY) -> float:
+    """How much a record of a problem this similar counts: nothing at the threshold, rising to a
+    whole trial for the same problem. Counting it by its similarity (0.6 for a problem at the
+    threshold) let five wins of compile on problems 0.6-0.7 alike outvote the skill's first choice
+    on a convolution epilogue where that choice was worth 2.8x and compile 1.6x (warm-start run of
+    2026-11-27), and made a cliff at the threshold: a 0.59 record counted nothing, a 0.61 one 61%."""
+    if sim < min_similarity or min_similarity >= 1.0:
+        return 0.0
+    return (sim - min_similarity) / (1.0 - min_similarity)
 
 
 def _outcome(r) -> str:  # type: ignore[no-untyped-def]
@@ -103,19 +114,22 @@ def warm_priors(records: list, hardware_class: str, signature: dict, base_priors
     worked *after* what, the way a recorded recipe does, and wins where it applies."""
     acc: dict[str, _Acc] = {}
     ctx_acc: dict[tuple[tuple, str], _Acc] = {}
+    kept: dict[str, list[tuple[tuple, str, float, object]]] = {}  # move -> (path, outcome, weight, record)
     for r in records:
         if r.move_id not in base_priors or r.campaign == exclude_campaign:
             continue
         if (r.hardware or {}).get("class") != hardware_class:
             continue
-        w = similarity(signature, r.signature or {})
-        if w < min_similarity:
+        w = weight(similarity(signature, r.signature or {}), min_similarity)
+        if w <= 0:
             continue
         kind = _outcome(r)
         if kind == "neutral":
             continue
+        path = path_key(r.path or [])
         acc.setdefault(r.move_id, _Acc()).add(kind, w, r)
-        ctx_acc.setdefault((path_key(r.path or []), r.move_id), _Acc()).add(kind, w, r)
+        ctx_acc.setdefault((path, r.move_id), _Acc()).add(kind, w, r)
+        kept.setdefault(r.move_id, []).append((path, kind, w, r))
     if not acc:
         return {}, {}
     best_log = max((a.mean_log for a in acc.values() if a.mean_log is not None), default=0.0)
@@ -128,6 +142,16 @@ def warm_priors(records: list, hardware_class: str, signature: dict, base_priors
     for (path, _), a in ctx_acc.items():
         if a.mean_log is not None:
             best_in[path] = max(best_in.get(path, 0.0), a.mean_log)
-    by_path = {key: round(a.posterior(out[key[1]].prior, 1.0, best_in.get(key[0], 0.0)), 4)
-               for key, a in ctx_acc.items()}
+    by_path = {}
+    for (path, move), a in ctx_acc.items():
+        # what the move did after other moves, each record counted once, is the prior of what it
+        # does after these: built around the move's warm prior, the records of this context
+        # counted twice (at the baseline that was nearly all of them, and five small compile wins
+        # outranked a skill's 2.8x first choice)
+        elsewhere = _Acc()
+        for other, kind, w, r in kept[move]:
+            if other != path:
+                elsewhere.add(kind, w, r)
+        base = elsewhere.posterior(base_priors[move], PSEUDO_TRIALS, 0.0)
+        by_path[(path, move)] = round(a.posterior(base, 1.0, best_in.get(path, 0.0)), 4)
     return out, by_path

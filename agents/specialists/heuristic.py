@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import random
+from dataclasses import replace
 from typing import Callable
 
 from arbor.agents.contracts import Option, Proposal, Specialist
@@ -110,6 +111,7 @@ class HeuristicSpecialist(Specialist):
                               outcomes.warm_note(move.id, parent.id), trace))
         if parent.parent_id is None:
             out += self._recipe_options(parent, parent_source, tried, is_known, outcomes, env, out)
+            self._keep_skill_first(out, tried, outcomes)
         rng = random.Random(f"{self.seed}:{parent.id}")
         rng.shuffle(out)
         out.sort(key=lambda o: -o.prior)  # stable: equal priors keep the seeded order
@@ -145,6 +147,30 @@ class HeuristicSpecialist(Specialist):
             note = {"source": "knowledge", "recipe": recipe.to_json(), "prior": round(prior, 4)}
             out.append(Option(spec, src, prior, "", math.log(max(recipe.speedup, 1.0)), note, trace))
         return out
+
+    def _keep_skill_first(self, options: list[Option], tried: set[str], outcomes: OutcomeIndex) -> None:
+        """A warm start reorders the baseline's moves with evidence from other problems, and that
+        evidence can miss what matters here: the nearest neighbour of a convolution epilogue had
+        never tried the C++ fusion, its compile win put compile first, and the warm campaign never
+        measured the fusion that won 2.8x at the cold campaign's first evaluation (warm-start run
+        of 2026-11-27). So the move the skill ranks first at the baseline, if the knowledge moved it
+        down, is the next one measured there once anything else was: a misleading neighbour costs
+        one evaluation, never the cold campaign's first win."""
+        if not tried or not (outcomes.warm or outcomes.recipes):
+            return
+        moves = [o for o in options if o.move.family != "knowledge-recipe"]
+        if not moves:
+            return
+        first = max(moves, key=lambda o: o.move.prior)
+        if any(m in self.by_id and self.by_id[m].prior >= first.move.prior for m in tried):
+            return  # the skill's first choice here was measured already
+        top = max(o.prior for o in options)
+        if first.prior < top:
+            new = min(1.0, top + RECIPE_EDGE)
+            if first.trace is not None and first.prior > 0:
+                first.trace.scale("the skill's first choice at the baseline: measured next in a warm start",
+                                  new / first.prior)
+            options[options.index(first)] = replace(first, prior=new)
 
     def propose(self, parent: NodeRecord, options: list, k: int = 1) -> list[Proposal]:
         proposals = []

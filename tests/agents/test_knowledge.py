@@ -124,3 +124,21 @@ def test_every_proposal_carries_p_accept_and_predicted_log_speedup():
     p = Proposal(source="x", move_id="m", family="f", hypothesis="h", prior=1.7, predicted_gain=1.25)
     assert p.p_accept == 1.0 and math.isclose(p.predicted_log_speedup, math.log(1.25))
     assert Proposal("x", "m", None, "h", 0.3, None).predicted_log_speedup is None
+
+
+def test_a_record_weighs_from_nothing_at_the_threshold_to_a_whole_trial():
+    from arbor.agents.knowledge.warm import MIN_SIMILARITY, weight
+
+    assert weight(MIN_SIMILARITY - 0.01) == 0.0 and weight(MIN_SIMILARITY) == 0.0
+    assert weight(1.0) == 1.0 and math.isclose(weight((1 + MIN_SIMILARITY) / 2), 0.5)
+
+
+def test_a_record_counts_once_in_the_prior_after_a_path():
+    """One win at the baseline: the prior of the move at the baseline is the skill's prior updated
+    by that one win, not updated twice (once per move, again per path)."""
+    _, by_path = warm_priors([rec("m", speedup=1.5)], HW, SIG, {"m": 0.3})
+    assert by_path[((), "m")] == round((0.3 * 1.0 + 1.0) / (1.0 + 1.0), 4)
+    # evidence from other paths still shapes it: a failure after another move lowers it
+    _, by_path = warm_priors([rec("m", speedup=1.5), rec("m", "regression", "reject", 0.8, node=2, path=["a"])],
+                             HW, SIG, {"m": 0.3})
+    assert by_path[((), "m")] < round((0.3 + 1.0) / 2.0, 4)

@@ -102,3 +102,26 @@ def test_below_a_recipe_node_the_recorded_paths_see_its_moves():
         idx._parents[n.id] = n.parent_id
         idx.observe(n)
     assert idx.warm_prior("m", 2) == 0.9 and idx.warm_prior("m", 1) == 0.2
+
+
+def test_a_warm_start_measures_the_skills_first_choice_at_the_baseline_second_at_worst():
+    moves = kernel_moves(load_skills(), "cpu")
+    spec = HeuristicKernelSpecialist(moves)
+    src = _baseline_source()
+    root = node(1, None, None, "accepted", "baseline")
+    cold = [o.move.id for o in spec.options(root, src, set(), lambda s: False, OutcomeIndex())]
+    skill_first = cold[0]
+    assert skill_first == max(cold, key=lambda m: spec.by_id[m].prior)
+    # the knowledge puts another move far ahead of it
+    other = next(m for m in cold if m != skill_first)
+    idx = OutcomeIndex(warm={other: 0.99, skill_first: 0.05})
+    warm = spec.options(root, src, set(), lambda s: False, idx)
+    assert warm[0].move.id == other  # knowledge reorders the first evaluation
+    after = spec.options(root, src, {other}, lambda s: False, idx)
+    assert after[0].move.id == skill_first  # but the skill's first choice is measured next
+    assert any("skill's first choice" in st["why"] for st in after[0].trace.to_json()["steps"])
+    # once measured, the knowledge orders the rest; a cold campaign is never reordered
+    rest = spec.options(root, src, {other, skill_first}, lambda s: False, idx)
+    assert all("skill's first choice" not in st["why"] for o in rest for st in o.trace.to_json().get("steps", []))
+    cold_after = spec.options(root, src, {other}, lambda s: False, OutcomeIndex())
+    assert all("skill's first choice" not in st["why"] for o in cold_after for st in o.trace.to_json().get("steps", []))
