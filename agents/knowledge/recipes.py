@@ -23,6 +23,7 @@ from .signature import similarity
 from .warm import MIN_SIMILARITY, _outcome
 
 PREFIX = "recipe:"
+FAMILY = "knowledge-recipe"  # the move family of a recipe node
 SEP = ":"
 MAX_RECIPES = 2  # at most this many recipes (from distinct problems) are offered at the root
 

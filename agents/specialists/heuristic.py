@@ -16,7 +16,7 @@ from dataclasses import replace
 from typing import Callable
 
 from arbor.agents.contracts import Option, Proposal, Specialist
-from arbor.agents.knowledge.recipes import Recipe
+from arbor.agents.knowledge.recipes import FAMILY as RECIPE_FAMILY, Recipe
 from arbor.agents.priors import ALTERNATIVE_TO_WIN, OutcomeIndex, PriorTrace, alternative_to_win
 from arbor.agents.skills import MoveSpec
 from arbor.agents.transforms import apply_move
@@ -142,7 +142,7 @@ class HeuristicSpecialist(Specialist):
             why = (f"the recipe of {recipe.campaign}'s best ({recipe.speedup:.3g}x there, similarity "
                    f"{recipe.similarity:.2f}): {' then '.join(applied)}")
             spec = MoveSpec(id=rid, transform="recipe", params={"moves": applied}, prior=prior,
-                            family="knowledge-recipe", description=why)
+                            family=RECIPE_FAMILY, description=why)
             trace = PriorTrace(rid, prior, "knowledge", value=prior)
             note = {"source": "knowledge", "recipe": recipe.to_json(), "prior": round(prior, 4)}
             out.append(Option(spec, src, prior, "", math.log(max(recipe.speedup, 1.0)), note, trace))
@@ -158,7 +158,7 @@ class HeuristicSpecialist(Specialist):
         one evaluation, never the cold campaign's first win."""
         if not tried or not (outcomes.warm or outcomes.recipes):
             return
-        moves = [o for o in options if o.move.family != "knowledge-recipe"]
+        moves = [o for o in options if o.move.family != RECIPE_FAMILY]
         if not moves:
             return
         first = max(moves, key=lambda o: o.move.prior)

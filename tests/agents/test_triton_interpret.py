@@ -25,7 +25,7 @@ MAX_ELEMENTS = 1 << 12
 # the CPU development set's problems a kernel cannot compute: their output comes from a GEMM/conv, a
 # pooling or norm module, an index-valued or scan op (argmax, cumsum), or reductions of different tensors
 NOT_OFFERED = {"l1_08_conv2d", "l1_21_conv2d_pointwise", "l1_22_conv2d_strided_5x5", "l1_23_conv2d_asymmetric_kernel",
-               "l1_24_conv2d_grouped", "l1_09_matmul_transposed", "l1_10_diag_matmul", "l1_11_batched_matmul",
+               "l1_24_conv2d_grouped", "l1_25_conv2d_dilated", "l1_26_conv2d_stem_7x7", "l1_09_matmul_transposed", "l1_10_diag_matmul", "l1_11_batched_matmul",
                "l1_14_argmax_dim", "l1_15_instance_norm", "l1_16_max_pool2d", "l1_17_cumsum",
                "l2_03_gemm_reduction_chain", "l2_14_conv_relu_maxpool", "l2_18_attention_manual_softmax",
                "l2_19_conv_mish_manual_groupnorm"}
