@@ -10,7 +10,7 @@ to this problem's baseline as one candidate. It is measured and judged like any 
 wins, the warm campaign starts where the neighbour ended; if not, it cost one evaluation and the
 tree goes on from the baseline as before.
 
-Only records that can raise a prior (``warm._outcome == "win"``) make a recipe, so a candidate
+Only records that can raise a prior (``warm.outcome == "win"``) make a recipe, so a candidate
 that was flagged or later revoked never does; a best reached by one move is not a recipe (the
 move's warm prior already carries it).
 """
@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from .signature import similarity
-from .warm import MIN_SIMILARITY, _outcome
+from .warm import MIN_SIMILARITY, outcome
 
 PREFIX = "recipe:"
 FAMILY = "knowledge-recipe"  # the move family of a recipe node
@@ -71,7 +71,7 @@ def recipes(records: list, hardware_class: str, signature: dict, known_moves: se
     for r in records:
         if r.campaign == exclude_campaign or (r.hardware or {}).get("class") != hardware_class:
             continue
-        if _outcome(r) == "win" and r.speedup and (r.campaign not in top or r.speedup > top[r.campaign].speedup):
+        if outcome(r) == "win" and r.speedup and (r.campaign not in top or r.speedup > top[r.campaign].speedup):
             top[r.campaign] = r
     best: dict[str, tuple[float, float, tuple[str, ...]]] = {}  # campaign -> (sim, speedup, moves)
     for campaign, r in top.items():

@@ -55,7 +55,7 @@ def weight(sim: float, min_similarity: float = MIN_SIMILARITY) -> float:
     return (sim - min_similarity) / (1.0 - min_similarity)
 
 
-def _outcome(r) -> str:  # type: ignore[no-untyped-def]
+def outcome(r) -> str:  # type: ignore[no-untyped-def]
     if r.revoked or not r.integrity_ok or r.diagnosis in FLAGGED:
         return "flagged"
     if r.decision == "accept" and r.diagnosis == "improved" and _gain_log(r) is not None:
@@ -94,6 +94,16 @@ class _Acc:
         else:
             self.flag += 1
 
+    def without(self, part: "_Acc") -> "_Acc":
+        """These records less ``part`` (a subset of them): the move's records on other paths."""
+        out = _Acc()
+        out.n, out.w, out.s = self.n - part.n, self.w - part.w, self.s - part.s
+        out.wins, out.fail, out.flag = self.wins - part.wins, self.fail - part.fail, self.flag - part.flag
+        out.logs = list(self.logs)
+        for x in part.logs:
+            out.logs.remove(x)
+        return out
+
     @property
     def mean_log(self) -> float | None:
         return sum(self.logs) / len(self.logs) if self.logs else None
@@ -114,7 +124,6 @@ def warm_priors(records: list, hardware_class: str, signature: dict, base_priors
     worked *after* what, the way a recorded recipe does, and wins where it applies."""
     acc: dict[str, _Acc] = {}
     ctx_acc: dict[tuple[tuple, str], _Acc] = {}
-    kept: dict[str, list[tuple[tuple, str, float, object]]] = {}  # move -> (path, outcome, weight, record)
     for r in records:
         if r.move_id not in base_priors or r.campaign == exclude_campaign:
             continue
@@ -123,13 +132,12 @@ def warm_priors(records: list, hardware_class: str, signature: dict, base_priors
         w = weight(similarity(signature, r.signature or {}), min_similarity)
         if w <= 0:
             continue
-        kind = _outcome(r)
+        kind = outcome(r)
         if kind == "neutral":
             continue
         path = path_key(r.path or [])
         acc.setdefault(r.move_id, _Acc()).add(kind, w, r)
         ctx_acc.setdefault((path, r.move_id), _Acc()).add(kind, w, r)
-        kept.setdefault(r.move_id, []).append((path, kind, w, r))
     if not acc:
         return {}, {}
     best_log = max((a.mean_log for a in acc.values() if a.mean_log is not None), default=0.0)
@@ -148,10 +156,6 @@ def warm_priors(records: list, hardware_class: str, signature: dict, base_priors
         # does after these: built around the move's warm prior, the records of this context
         # counted twice (at the baseline that was nearly all of them, and five small compile wins
         # outranked a skill's 2.8x first choice)
-        elsewhere = _Acc()
-        for other, kind, w, r in kept[move]:
-            if other != path:
-                elsewhere.add(kind, w, r)
-        base = elsewhere.posterior(base_priors[move], PSEUDO_TRIALS, 0.0)
+        base = acc[move].without(a).posterior(base_priors[move], PSEUDO_TRIALS, 0.0)
         by_path[(path, move)] = round(a.posterior(base, 1.0, best_in.get(path, 0.0)), 4)
     return out, by_path

@@ -16,7 +16,7 @@ from dataclasses import replace
 from typing import Callable
 
 from arbor.agents.contracts import Option, Proposal, Specialist
-from arbor.agents.knowledge.recipes import FAMILY as RECIPE_FAMILY, Recipe
+from arbor.agents.knowledge.recipes import FAMILY as RECIPE_FAMILY, recipe_id
 from arbor.agents.priors import ALTERNATIVE_TO_WIN, OutcomeIndex, PriorTrace, alternative_to_win
 from arbor.agents.skills import MoveSpec
 from arbor.agents.transforms import apply_move
@@ -25,9 +25,10 @@ from arbor.search_tree.store import artifact_sha
 
 # What a heuristic move is expected to gain when it wins, without knowledge of it (log of 1.1x).
 DEFAULT_WIN_LOG = math.log(1.1)
-# A recipe ranks just above the best of its own moves here: it was the neighbour's best, above
-# what each of its moves reached there alone (agents/knowledge/recipes.py).
-RECIPE_EDGE = 0.01
+# How far above another option a promoted one is put: a recipe just above the best of its own
+# moves (it was the neighbour's best, above what each of its moves reached there alone:
+# agents/knowledge/recipes.py), the skill's first choice just above the top of a warm start.
+RANK_EDGE = 0.01
 
 
 class HeuristicSpecialist(Specialist):
@@ -134,11 +135,11 @@ class HeuristicSpecialist(Specialist):
                 new = self._apply(artifact_sha(src), src, move)
                 if new is not None:
                     src, applied = new, applied + [move_id]
-            rid = Recipe(tuple(applied), recipe.campaign, recipe.similarity, recipe.speedup).move_id
+            rid = recipe_id(applied)
             if len(applied) < 2 or rid in tried or not self.valid(src) or is_known(artifact_sha(src)):
                 continue
             own = max((o.prior for o in moves if o.move.id in applied), default=0.0)
-            prior = min(1.0, max(recipe.similarity, own) + RECIPE_EDGE)
+            prior = min(1.0, max(recipe.similarity, own) + RANK_EDGE)
             why = (f"the recipe of {recipe.campaign}'s best ({recipe.speedup:.3g}x there, similarity "
                    f"{recipe.similarity:.2f}): {' then '.join(applied)}")
             spec = MoveSpec(id=rid, transform="recipe", params={"moves": applied}, prior=prior,
@@ -166,7 +167,7 @@ class HeuristicSpecialist(Specialist):
             return  # the skill's first choice here was measured already
         top = max(o.prior for o in options)
         if first.prior < top:
-            new = min(1.0, top + RECIPE_EDGE)
+            new = min(1.0, top + RANK_EDGE)
             if first.trace is not None and first.prior > 0:
                 first.trace.scale("the skill's first choice at the baseline: measured next in a warm start",
                                   new / first.prior)
