@@ -119,6 +119,12 @@ class Reporter:
                 short = f" [yellow]({v['short']})[/]" if v.get("short") else ""
                 self.console.print(f"{t} [bold]verified[/] node {v['node_id']}: {got} of {runs or 'no'} "
                                    f"measurement(s){short}", markup=True)
+            for c in data.get("ancestor_checks", []):  # arbor/campaign/verify.py: _simplest
+                pairs = ", ".join(f"{r:.3f}" for r in c["ratios"]) or "none that counted"
+                kept = (f"node {c['node']} stays" if c["kept"] == "node"
+                        else f"its parent {c['ancestor']} is the final best (the change did not show it helps)")
+                self.console.print(f"{t}   node {c['node']} over its parent {c['ancestor']}, side by side: "
+                                   f"{pairs}: {kept}", markup=False)
         elif kind == "restarted":
             self.console.print(f"{t} restarting: the old nodes are archived as campaign {data['archived_as']}",
                                markup=False)

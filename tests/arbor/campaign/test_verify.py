@@ -3,12 +3,15 @@ and contenders that once measured above it get their own chance (replayed, so it
 
 from __future__ import annotations
 
+import io
 import statistics
 from pathlib import Path
 
 import pytest
+from rich.console import Console
 
 from arbor.campaign.run import run_campaign
+from arbor.cli.terminal import Reporter
 from arbor.targets.landscape import FORMAT, Landscape
 from arbor.search_tree import open_store
 from arbor.spec import parse_spec
@@ -156,3 +159,75 @@ def test_a_run_that_timed_something_else_never_sets_the_reported_speedup(tmp_pat
     assert summary.speedup is None or summary.speedup < 2.2
     if summary.verified:
         assert all(s < 2.2 for s in summary.verified["speedups"])
+
+
+def _child_of_steady_parent(tmp_path: Path, child: list[float]) -> tuple[Path, int]:
+    """(B, x) a steady 2.0x; its child (B, y) replays ``child`` (its first run, ``child[0]``, first
+    in the seeded order for the seed returned); (A, y) gains nothing, so (B, y) is only reached from (B, x)."""
+    points = [
+        {"knobs": {"K": "A", "M": "x"}, "runs": [_sp(1.0)] * 3},
+        {"knobs": {"K": "B", "M": "x"}, "runs": [_sp(2.0)] * 10},
+        {"knobs": {"K": "B", "M": "y"}, "runs": [_sp(s) for s in child]},
+        {"knobs": {"K": "A", "M": "y"}, "runs": [_sp(1.0)] * 3},
+    ]
+    path = _dump(tmp_path, "ancestor", points)
+    ls = Landscape.model_validate_json(path.read_text())
+    point = ls.point({"K": "B", "M": "y"})
+    return path, next(s for s in range(500) if _ratio(ls.replay(point, s, 0)) > 0.95 * child[0])
+
+
+def _final_and_best(tmp_path: Path, path: Path, seed: int):  # type: ignore[no-untyped-def]
+    spec = _spec(tmp_path, path, seed, final=3)
+    spec.critic = spec.critic.model_copy(update={"confirm_new_best": False})
+    summary = run_campaign(spec, lambda *a: None)
+    store = open_store(spec.store_url())
+    camp = store.list_campaigns()[0]
+    event = store.events(camp.id, kinds=["final_verification"])[-1].payload
+    knobs = {n.id: store.get_artifact(n.artifact_sha) for n in store.nodes(camp.id)}
+    finals = {n.id: [m.purpose for m in store.measurements(n.id)].count("final") for n in store.nodes(camp.id)}
+    count = store.measurement_count(camp.id)
+    store.close()
+    return spec, summary, event, knobs, finals, count
+
+
+def test_a_child_that_only_once_measured_above_its_parent_gives_way_to_it(tmp_path):
+    """(B, y) measured 2.4x once during the search and 2.0x ever after, like its parent (B, x): the
+    two are measured side by side, the child does not clear the bar, and the parent — one change
+    fewer — is the final best. Run again, the finished campaign measures nothing more."""
+    path, seed = _child_of_steady_parent(tmp_path, [2.4] + [2.0] * 9)
+    spec, summary, event, knobs, finals, count = _final_and_best(tmp_path, path, seed)
+    check = event["ancestor_checks"][0]
+    assert '"y"' in knobs[check["node"]] and '"B"' in knobs[check["ancestor"]] and '"x"' in knobs[check["ancestor"]]
+    assert event["fastest"] == check["node"] and check["kept"] == "ancestor"
+    assert len(check["ratios"]) == 3 and all(r == pytest.approx(1.0, rel=0.02) for r in check["ratios"])
+    assert summary.best_node == event["best"] == check["ancestor"]
+    assert summary.speedup == pytest.approx(2.0, rel=0.02)
+    assert finals[check["ancestor"]] == 3  # the paired rounds are final measurements of both
+    console = Console(record=True, width=200, file=io.StringIO())
+    Reporter(console)("final_verification", event)
+    assert (f"node {check['node']} over its parent {check['ancestor']}, side by side: 1.000, 1.000, 1.000: its parent "
+            f"{check['ancestor']} is the final best") in console.export_text()
+    again = run_campaign(_spec(tmp_path, path, seed, final=3).model_copy(update={"critic": spec.critic}),
+                         lambda *a: None)
+    store = open_store(spec.store_url())
+    assert store.measurement_count(store.list_campaigns()[0].id) == count
+    store.close()
+    assert again.best_node == summary.best_node
+
+
+def test_a_child_that_beats_its_parent_side_by_side_stays_the_final_best(tmp_path):
+    """A steady 2.15x child of the 2.0x parent: near enough to be paired, and 7.5% is above the bar."""
+    path, seed = _child_of_steady_parent(tmp_path, [2.15] * 10)
+    _, summary, event, knobs, _, _ = _final_and_best(tmp_path, path, seed)
+    check = event["ancestor_checks"][0]
+    assert check["kept"] == "node" and all(r == pytest.approx(1.075, rel=0.01) for r in check["ratios"])
+    assert summary.best_node == event["best"] == event["fastest"] == check["node"]
+    assert '"y"' in knobs[summary.best_node] and summary.speedup == pytest.approx(2.15, rel=0.01)
+
+
+def test_a_parent_far_below_the_best_is_not_measured_again(tmp_path):
+    """(B, x) at 2.0x under a steady 3.0x child: no pairing, nothing recorded about one."""
+    path, seed = _child_of_steady_parent(tmp_path, [3.0] * 10)
+    _, summary, event, _, finals, _ = _final_and_best(tmp_path, path, seed)
+    assert "ancestor_checks" not in event and summary.speedup == pytest.approx(3.0, rel=0.02)
+    assert sum(finals.values()) <= 2  # the best's own final measurements only
