@@ -131,6 +131,11 @@ class Specialist(ABC):
         """The latest bottleneck profile (baseline or new best): where the time goes. Advice a
         specialist may aim with (heuristic ranking, LLM prompt); ignoring it is allowed."""
 
+    def set_knowledge(self, neighbours: list) -> None:
+        """What the most similar problems taught (``agents.knowledge.brief.Neighbour``s), once per
+        campaign after the baseline: advice a Specialist that writes its own candidates may put
+        in its prompt; one with a move table gets warm priors instead and may ignore it."""
+
     def move_priors(self) -> dict[str, float]:
         """Skill prior per move id, for moves this specialist applies (what knowledge-derived
         priors are blended with); empty for a specialist that writes candidates freely."""

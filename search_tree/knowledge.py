@@ -131,6 +131,20 @@ class KnowledgeStore:
                               .values(revoked=reason or "revoked"))
             return res.rowcount or 0
 
+    def mark_final(self, campaign: str, artifact_sha: str, speedup: float | None) -> int:
+        """Note that ``artifact_sha`` is ``campaign``'s verified final best (``extra.verified_final``:
+        the median speedup its final verification reported). A campaign's best by one measurement
+        is often a child its final verification found no better than its parent; what a recipe
+        or a brief transfers is the final. Returns how many records were marked."""
+        with self.engine.begin() as con:
+            rows = con.execute(sa.select(_records.c.id, _records.c.body).where(
+                _records.c.campaign == campaign, _records.c.artifact_sha == artifact_sha)).all()
+            for rid, body in rows:
+                d = json.loads(body)
+                d["extra"] = {**(d.get("extra") or {}), "verified_final": speedup}
+                con.execute(_records.update().where(_records.c.id == rid).values(body=json.dumps(d, sort_keys=True)))
+            return len(rows)
+
     def records(self, hardware_class: str | None = None, include_revoked: bool = True) -> list[KnowledgeRecord]:
         q = sa.select(_records.c.body, _records.c.revoked).order_by(_records.c.id)
         if hardware_class is not None:

@@ -60,19 +60,39 @@ def expand(move_id: str | None) -> list[str]:
     return [move_id]
 
 
+def final_speedup(r) -> float | None:  # type: ignore[no-untyped-def]
+    """The median its campaign's final verification reported, when it is that campaign's final."""
+    v = (r.extra or {}).get("verified_final")
+    return float(v) if isinstance(v, (int, float)) and v > 0 else None
+
+
+def best_wins(records: list) -> dict[str, object]:
+    """Each campaign's best honest candidate: the verified final best when it is marked and an
+    honest win, else the win with the highest speedup. The highest single reading is often a child
+    that its campaign's final verification found no better than its parent (it then reported the
+    parent): transferring the child transfers a move that did not show it helps, as when conv +
+    avgpool + HardSwish was offered C++ fusion *then inference mode* from a neighbour whose final
+    was the fusion alone (warm-start run of 2026-11-27, 23:00)."""
+    wins: dict[str, list] = {}
+    for r in records:
+        if outcome(r) == "win" and r.speedup:
+            wins.setdefault(r.campaign, []).append(r)
+    out = {}
+    for campaign, rs in wins.items():
+        final = [r for r in rs if final_speedup(r) is not None]
+        out[campaign] = final[-1] if final else max(rs, key=lambda r: r.speedup)
+    return out
+
+
 def recipes(records: list, hardware_class: str, signature: dict, known_moves: set[str],
             exclude_campaign: str | None = None, min_similarity: float = MIN_SIMILARITY,
             limit: int = MAX_RECIPES) -> list[Recipe]:
-    """The path to each similar problem's best honest candidate on the same hardware class, when
-    it took two moves or more: most similar problem first (then the larger speedup), at most
+    """The path to each similar problem's best honest candidate (``best_wins``) on the same hardware
+    class, when it took two moves or more: most similar problem first (then the larger speedup), at most
     ``limit``, no two alike. A path with a move this campaign does not have is cut there (the
     rest was built on it)."""
-    top: dict[str, object] = {}  # campaign -> its best honest win
-    for r in records:
-        if r.campaign == exclude_campaign or (r.hardware or {}).get("class") != hardware_class:
-            continue
-        if outcome(r) == "win" and r.speedup and (r.campaign not in top or r.speedup > top[r.campaign].speedup):
-            top[r.campaign] = r
+    top = best_wins([r for r in records if r.campaign != exclude_campaign
+                     and (r.hardware or {}).get("class") == hardware_class])
     best: dict[str, tuple[float, float, tuple[str, ...]]] = {}  # campaign -> (sim, speedup, moves)
     for campaign, r in top.items():
         moves: list[str] = []
@@ -83,7 +103,7 @@ def recipes(records: list, hardware_class: str, signature: dict, known_moves: se
             moves += parts
         sim = similarity(signature, r.signature or {})
         if len(moves) >= 2 and sim >= min_similarity:
-            best[campaign] = (sim, float(r.speedup), tuple(moves))
+            best[campaign] = (sim, final_speedup(r) or float(r.speedup), tuple(moves))
     out: list[Recipe] = []
     for campaign, (sim, speedup, moves) in sorted(best.items(), key=lambda kv: (-kv[1][0], -kv[1][1], kv[0])):
         if any(set(moves) == set(o.moves) for o in out):

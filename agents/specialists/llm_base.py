@@ -1,6 +1,7 @@
 """What the LLM Specialists share: which nodes they can expand and in which mode (a
 ``Directive``), and the prompt skeleton (role + skills in the system message; task, parent,
-diagnosis and tree summary in the user message, under one token budget).
+diagnosis, what similar problems taught (``set_knowledge``) and tree summary in the user message,
+under one token budget).
 
 Modes follow AIDE's journal: ``draft`` from the baseline, ``improve`` an accepted node, ``debug``
 a node that failed or produced wrong output. A failed node gets at most one debug child, and a
@@ -13,6 +14,7 @@ from __future__ import annotations
 import math
 
 from arbor.agents.contracts import Directive, Specialist
+from arbor.agents.knowledge.brief import render
 from arbor.agents.llm.errors import LLMError
 from arbor.agents.llm.prompts import Section, fit, skill_sections
 from arbor.agents.llm.runtime import LLMRuntime
@@ -45,6 +47,7 @@ class LLMSpecialistBase(Specialist):
     name = "specialist-llm"
     role_text = ""
     domain = "kernel"
+    knowledge_text = ""  # the knowledge brief (set_knowledge), empty without a knowledge store
 
     def __init__(self, client, runtime: LLMRuntime, skills: list[SkillSpec], target: str, *,
                  device: str | None = None, max_children: int = 4, max_debug_depth: int = 2):
@@ -82,6 +85,11 @@ class LLMSpecialistBase(Specialist):
         d = self.directive(parent, len(tried))
         return [d] if d is not None else []
 
+    def set_knowledge(self, neighbours: list) -> None:
+        """The knowledge brief in the skills' own words for the moves it names."""
+        words = {m.id: m.description for sk in self.skills for m in sk.moves if m.description}
+        self.knowledge_text = render(neighbours, words.get)
+
     # --- prompt skeleton ------------------------------------------------------------------
     def failure_details(self, node: NodeRecord, limit: int = 3000) -> str:
         parts = [f"state {node.state}, diagnosis {node.diagnosis}: {node.reason or ''}"]
@@ -106,6 +114,8 @@ class LLMSpecialistBase(Specialist):
             out.append(Section("Why the parent failed", self.failure_details(parent), 2))
         if d.note:
             out.append(Section("Orchestrator's note", d.note, 4))
+        if self.knowledge_text and d.mode != "debug":
+            out.append(Section("What similar problems taught (knowledge store)", self.knowledge_text, 4))
         tried = self.siblings(parent, nodes)
         if tried:
             out.append(Section("Already tried below this parent (do not repeat)", tried, 5))

@@ -14,6 +14,7 @@ import math
 from dataclasses import replace
 
 from arbor.agents.contracts import Judgement
+from arbor.agents.knowledge.brief import Neighbour, neighbours
 from arbor.agents.knowledge.calibration import Calibration, log_or_none
 from arbor.agents.knowledge.signature import hardware_class, signature_from_profile
 from arbor.agents.knowledge.recipes import Recipe, recipes
@@ -24,6 +25,7 @@ from arbor.search_tree.records import NodeRecord
 from .context import Context
 
 INTEGRITY_FAILURES = {"hack_suspected", "incorrect"}
+HYPOTHESIS_KEPT = 600  # characters of a candidate's hypothesis kept in its record (the brief's words)
 ALL = 1_000_000
 
 
@@ -95,7 +97,8 @@ def record_judgement(ctx: Context, node: NodeRecord, j: Judgement) -> None:
             move_id=node.move_id, family=node.family, agent=node.specialist, diagnosis=j.diagnosis,
             decision=j.decision, speedup=float(speedup) if speedup is not None else None,
             integrity_ok=j.diagnosis not in INTEGRITY_FAILURES, p_accept=node.prior,
-            predicted_gain=node.predicted_gain, **_lineage(ctx, node))
+            predicted_gain=node.predicted_gain, **_lineage(ctx, node),
+            extra={"hypothesis": (node.hypothesis or "")[:HYPOTHESIS_KEPT]})
         ctx.store.append_event(ctx.cid, "knowledge", rec.to_json(), node_id=node.id, agent="knowledge")
         ks = open_knowledge(ctx)
         if ks is not None and "error" not in sig:
@@ -119,11 +122,14 @@ def campaign_records(store, cid: int) -> list[KnowledgeRecord]:  # type: ignore[
     """This campaign's records, with revocations applied."""
     revoked = {e.payload["artifact_sha"]: e.payload.get("reason", "revoked")
                for e in _events(store, cid, "knowledge_revoked")}
+    final = {e.payload["artifact_sha"]: e.payload.get("speedup") for e in _events(store, cid, "knowledge_final")}
     out = []
     for e in _events(store, cid, "knowledge"):
         r = KnowledgeRecord.from_json(e.payload)
         if r.artifact_sha in revoked:
             r = replace(r, revoked=revoked[r.artifact_sha])
+        if r.artifact_sha in final:
+            r = replace(r, extra={**r.extra, "verified_final": final[r.artifact_sha]})
         out.append(r)
     return out
 
@@ -139,41 +145,26 @@ def revoke(ctx: Context, artifact_sha: str, reason: str) -> None:
 
 # --- warm start ----------------------------------------------------------------------------
 def ensure_warm_start(ctx: Context) -> None:
-    """Once the baseline is judged, load warm priors into the heuristic Orchestrator's outcome
-    index: replayed from the ``warm_start`` event on resume, computed from the knowledge store
-    otherwise (only when the campaign names one)."""
+    """Once the baseline is judged, load what similar problems taught: warm priors and recipes
+    into the heuristic Orchestrator's outcome index, and the brief (``agents/knowledge/brief.py``)
+    to the Specialist. Replayed from the ``warm_start`` event on resume, computed from the
+    knowledge store otherwise (only when the campaign names one)."""
     if ctx.knowledge.get("warm_done"):
         return
-    outcomes = ctx.orchestrator.outcome_index()
     root = ctx.campaign.root_node_id
-    if outcomes is None or root is None or ctx.store.get_node(root).state != "accepted":
+    if root is None or ctx.store.get_node(root).state != "accepted":
         return
     ctx.knowledge["warm_done"] = True
     evs = _events(ctx.store, ctx.cid, "warm_start")
-    if evs:
-        payload = evs[-1].payload
-    else:
-        ks = open_knowledge(ctx)
-        if ks is None:
-            return
-        fp = _baseline_fingerprint(ctx)
-        hw = hardware_class(fp)
-        sig = signature(ctx)
-        base = ctx.specialist.move_priors()
-        if "error" in sig or not base:
-            return
-        records = ks.records(hardware_class=hw["class"])
-        priors, by_path = warm_priors(records, hw["class"], sig, base, exclude_campaign=ctx.campaign.name)
-        found = recipes(records, hw["class"], sig, set(base), exclude_campaign=ctx.campaign.name)
-        payload = {"hardware": hw, "signature": sig, "records": len(records),
-                   "priors": {k: v.to_json() for k, v in sorted(priors.items())},
-                   "by_path": [{"path": list(k[0]), "move": k[1], "prior": v} for k, v in sorted(by_path.items())],
-                   "recipes": [r.to_json() for r in found]}
-        ctx.store.append_event(ctx.cid, "warm_start", payload, agent="knowledge")
-        if priors:
-            shown = f" and {len(found)} recipe{'s' * (len(found) != 1)}" if found else ""
-            ctx.report("sandbox_info", {"text": f"warm start: {len(priors)} move priors{shown} from {len(records)} "
-                                          f"knowledge records ({hw['class']})"})
+    payload = evs[-1].payload if evs else _warm_payload(ctx)
+    if payload is None:
+        return
+    found = [Neighbour.from_json(n) for n in payload.get("neighbours") or []]
+    if found:
+        ctx.specialist.set_knowledge(found)
+    outcomes = ctx.orchestrator.outcome_index()
+    if outcomes is None:
+        return
     for move, p in (payload.get("priors") or {}).items():
         outcomes.warm[move] = float(p["prior"])
         if p.get("mean_win_log") is not None:
@@ -185,6 +176,35 @@ def ensure_warm_start(ctx: Context) -> None:
     outcomes.recipes = [Recipe.from_json(r) for r in payload.get("recipes") or []]
     if (payload.get("priors") or outcomes.recipes) and ctx.index is not None:
         ctx.index.invalidate_priors(1e9)  # warm priors may exceed the bounds computed before
+
+
+def _warm_payload(ctx: Context) -> dict | None:
+    """Computed once from the knowledge store and kept as the ``warm_start`` event: priors and
+    recipes for a Specialist with a move table (``move_priors``), the neighbours for any."""
+    ks = open_knowledge(ctx)
+    if ks is None:
+        return None
+    fp = _baseline_fingerprint(ctx)
+    hw = hardware_class(fp)
+    sig = signature(ctx)
+    if "error" in sig:
+        return None
+    base = ctx.specialist.move_priors()
+    records = ks.records(hardware_class=hw["class"])
+    priors, by_path = warm_priors(records, hw["class"], sig, base, exclude_campaign=ctx.campaign.name) if base else ({}, {})
+    found = recipes(records, hw["class"], sig, set(base), exclude_campaign=ctx.campaign.name) if base else []
+    near = neighbours(records, hw["class"], sig, exclude_campaign=ctx.campaign.name)
+    payload = {"hardware": hw, "signature": sig, "records": len(records),
+               "priors": {k: v.to_json() for k, v in sorted(priors.items())},
+               "by_path": [{"path": list(k[0]), "move": k[1], "prior": v} for k, v in sorted(by_path.items())],
+               "recipes": [r.to_json() for r in found], "neighbours": [n.to_json() for n in near]}
+    ctx.store.append_event(ctx.cid, "warm_start", payload, agent="knowledge")
+    what = [f"{len(priors)} move priors"] * bool(priors) + [f"{len(found)} recipe{'s' * (len(found) != 1)}"] * bool(found)
+    what += [f"a brief of {len(near)} similar problem{'s' * (len(near) != 1)}"] * bool(near)
+    if what:
+        ctx.report("sandbox_info", {"text": f"warm start: {', '.join(what)} from {len(records)} knowledge records "
+                                          f"({hw['class']})"})
+    return payload
 
 
 # --- calibration ---------------------------------------------------------------------------
@@ -209,14 +229,29 @@ def calibration(store, cid: int) -> Calibration:  # type: ignore[no-untyped-def]
     return cal
 
 
+def mark_final(ctx: Context, node_id: int, speedup: float | None) -> None:
+    """The verified final best, for recipes and briefs (``KnowledgeStore.mark_final``)."""
+    sha = ctx.store.get_node(node_id).artifact_sha
+    evs = _events(ctx.store, ctx.cid, "knowledge_final")
+    if evs and evs[-1].payload == {"artifact_sha": sha, "speedup": speedup}:
+        return  # a finished campaign run again
+    ctx.store.append_event(ctx.cid, "knowledge_final", {"artifact_sha": sha, "speedup": speedup},
+                           node_id=node_id, agent="critic")
+    ks = open_knowledge(ctx)
+    if ks is not None:
+        ks.mark_final(ctx.campaign.name, sha, speedup)
+
+
 def after_campaign(ctx: Context, verification: dict | None) -> None:
-    """Final verification found a best incorrect or hostile: revoke its records. Then record the
-    calibration table."""
+    """Final verification found a best incorrect or hostile: revoke its records; it verified one:
+    mark it. Then record the calibration table."""
     try:
         for v in (verification or {}).get("nodes", []):
             failed = v.get("failed") or ""
             if failed.split(":")[0] in INTEGRITY_FAILURES:
                 revoke(ctx, ctx.store.get_node(v["node_id"]).artifact_sha, f"final verification: {failed[:200]}")
+        if (verification or {}).get("best") is not None:
+            mark_final(ctx, verification["best"], verification.get("speedup"))
         table = calibration(ctx.store, ctx.cid).to_json()
         if table["agents"]:
             ctx.store.append_event(ctx.cid, "calibration", table, agent="critic")

@@ -44,6 +44,18 @@ def test_the_best_multi_move_path_of_each_similar_problem_most_similar_first():
     assert len(recipes(recs, HW, CONV, KNOWN, limit=1)) == 1
 
 
+def test_a_campaigns_verified_final_makes_its_recipe_not_its_highest_reading():
+    recs = [rec("n", "compile-default", [], 1.3, node_id=1),
+            rec("n", "channels-last", ["compile-default"], 1.5, node_id=2),
+            rec("n", "inference-mode", ["compile-default", "channels-last"], 1.56, node_id=3)]
+    assert recipes(recs, HW, CONV, KNOWN)[0].moves == ("compile-default", "channels-last", "inference-mode")
+    recs[1] = replace(recs[1], extra={"verified_final": 1.48})  # the final verification's choice
+    (r,) = recipes(recs, HW, CONV, KNOWN)
+    assert r.moves == ("compile-default", "channels-last") and r.speedup == 1.48
+    recs[1], recs[0] = replace(recs[1], extra={}), replace(recs[0], extra={"verified_final": 1.31})
+    assert recipes(recs, HW, CONV, KNOWN) == []  # a final of one move is a warm prior's job
+
+
 def test_flagged_revoked_and_unknown_moves_never_make_a_recipe():
     good = rec("n", "channels-last", ["compile-default"], 1.5, node_id=2)
     for bad in (replace(good, revoked="final verification: incorrect"), replace(good, integrity_ok=False),

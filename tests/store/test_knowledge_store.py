@@ -53,3 +53,16 @@ def test_export_import_round_trip_carries_revocations(tmp_path):
         b.import_file(tmp_path / "missing.jsonl")
     a.close()
     b.close()
+
+
+def test_the_verified_final_is_marked_on_its_campaigns_records_and_exported(tmp_path):
+    a = KnowledgeStore(f"sqlite:///{tmp_path}/a.db")
+    a.add([rec(1), rec(2, sha="best")])
+    assert a.mark_final("c", "best", 1.7) == 1 and a.mark_final("other", "best", 9.0) == 0
+    assert {r.node_id: r.extra.get("verified_final") for r in a.records()} == {1: None, 2: 1.7}
+    a.export(tmp_path / "k.jsonl")
+    b = KnowledgeStore(f"sqlite:///{tmp_path}/b.db")
+    b.import_file(tmp_path / "k.jsonl")
+    assert {r.node_id: r.extra.get("verified_final") for r in b.records()} == {1: None, 2: 1.7}
+    a.close()
+    b.close()

@@ -70,6 +70,25 @@ def test_every_judged_candidate_becomes_a_record(two):
     ks.close()
 
 
+def test_the_verified_final_best_is_marked_in_the_knowledge_store(two):
+    """What recipes and briefs transfer is each campaign's final, not its highest reading."""
+    tmp, first, second, s1, s2 = two
+    ks = KnowledgeStore(f"sqlite:///{tmp}/knowledge.db")
+    for spec, summary in ((first, s1), (second, s2)):
+        marked = [r for r in ks.records() if r.campaign == spec.name and "verified_final" in r.extra]
+        store = open_store(spec.store_url())
+        sha = store.get_node(summary.best_node).artifact_sha
+        store.close()
+        assert [(r.artifact_sha, r.extra["verified_final"]) for r in marked] == [(sha, summary.speedup)]
+    ks.close()
+    # running the finished campaign again marks nothing twice
+    again = run_campaign(_spec(tmp, "first"), lambda *a: None)
+    store = open_store(first.store_url())
+    assert len(store.events(store.get_campaign("first").id, kinds=["knowledge_final"])) == 1
+    store.close()
+    assert again.best_node == s1.best_node
+
+
 def test_second_campaign_starts_warm_and_reaches_the_first_best_sooner(two):
     tmp, first, second, s1, _ = two
     target = max(n.speedup or 0 for n in _evaluations_to(first, 99)[1] if n.state == "accepted")
