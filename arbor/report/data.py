@@ -84,6 +84,8 @@ class ReportData:
     # the number reported for ``best`` (the final verification's median when there is one, as in
     # the run summary and ``arbor best``), which number it is, and the CI of that same estimate
     reported: tuple[float | None, str, tuple[float, float] | None] = (None, "Critic value", None)
+    # the final verification's side-by-side pairings of the best with its parent (verify._simplest)
+    ancestor_checks: list[dict] = field(default_factory=list)
 
     @property
     def root(self) -> NodeRecord | None:
@@ -201,6 +203,8 @@ def _reported_best(store: Store, campaign: CampaignRecord, nodes: list[NodeRecor
 
 
 def load(store: Store, campaign: CampaignRecord, top: int = 10) -> ReportData:
+    from arbor.campaign.verify import read_final_verification
+
     nodes = store.nodes(campaign.id)
     verdicts: dict[int, list[VerdictRecord]] = {}
     for v in store.verdicts_after(campaign.id, 0, limit=BIG):
@@ -212,7 +216,8 @@ def load(store: Store, campaign: CampaignRecord, top: int = 10) -> ReportData:
     root = next((n for n in nodes if n.id == campaign.root_node_id), None)
     data = ReportData(campaign, nodes, verdicts, measurements, best,
                       store.get_artifact(best.artifact_sha) if best else None,
-                      store.get_artifact(root.artifact_sha) if root else None, reported=reported)
+                      store.get_artifact(root.artifact_sha) if root else None, reported=reported,
+                      ancestor_checks=list((read_final_verification(store, campaign.id) or {}).get("ancestor_checks", [])))
     finished = [n for n in nodes if n.parent_id is not None and n.finished_at is not None]
     finished.sort(key=lambda n: (n.finished_at, n.id))
     best_so_far = 1.0

@@ -79,6 +79,11 @@ def summary_rows(d: ReportData) -> list[tuple[str, str]]:
         critic = f", Critic value {_x(best.speedup)}" if which != "Critic value" else ""
         rows.append(("best", f"node {best.id} {best.move_id or 'baseline'}: {_x(number)} ({which}{ci}){critic}, "
                              f"path {' → '.join(str(i) for i in d.best_path())}"))
+    for c in d.ancestor_checks:  # a change must show it helps (arbor/campaign/verify.py)
+        pairs = ", ".join(f"{r:.3f}" for r in c.get("ratios", [])) or "none that counted"
+        verdict = "kept it" if c.get("kept") == "node" else "did not beat it: the parent is reported"
+        rows.append(("final: child vs parent", f"node {c['node']} over its parent {c['ancestor']}, measured side by side "
+                                               f"({pairs}): {verdict}"))
     return rows
 
 

@@ -12,6 +12,8 @@ from rich.console import Console
 
 from arbor.campaign.run import run_campaign
 from arbor.cli.terminal import Reporter
+from arbor.report.data import load as load_report
+from arbor.report.render import summary_rows
 from arbor.targets.landscape import FORMAT, Landscape
 from arbor.search_tree import open_store
 from arbor.spec import parse_spec
@@ -207,6 +209,12 @@ def test_a_child_that_only_once_measured_above_its_parent_gives_way_to_it(tmp_pa
     Reporter(console)("final_verification", event)
     assert (f"node {check['node']} over its parent {check['ancestor']}, side by side: 1.000, 1.000, 1.000: its parent "
             f"{check['ancestor']} is the final best") in console.export_text()
+    store = open_store(spec.store_url())  # and the report says why the best is the parent
+    rows = dict(summary_rows(load_report(store, store.list_campaigns()[0])))
+    store.close()
+    assert rows["final: child vs parent"] == (f"node {check['node']} over its parent {check['ancestor']}, measured side "
+                                              "by side (1.000, 1.000, 1.000): did not beat it: the parent is reported")
+    assert rows["best"].startswith(f"node {check['ancestor']} ")
     again = run_campaign(_spec(tmp_path, path, seed, final=3).model_copy(update={"critic": spec.critic}),
                          lambda *a: None)
     store = open_store(spec.store_url())
