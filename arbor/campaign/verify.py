@@ -272,13 +272,10 @@ def _paired(ctx: Context, a: NodeRecord, b: NodeRecord, rounds: int, ref: Rule) 
 
 
 def _pair_results(ctx: Context, order: tuple[NodeRecord, NodeRecord], jobs: list[tuple[int, int]]) -> dict:
+    """Both of a round's measurements: with several workers at once, else one after the other."""
     if ctx.parallel is not None:
         return verify_measure(ctx, jobs)
-    out = {}
-    for node, job in zip(order, jobs):
-        ctx.report("measuring", {"node": node, "attempt": job[1], "purpose": "final", "phase": "verify"})
-        out[job] = measure_one.measure_beating(ctx, node.artifact_sha)
-    return out
+    return {job: _final_results(ctx, node, job[1], 1)[0] for node, job in zip(order, jobs)}
 
 
 def _time_for(ctx: Context, node: NodeRecord, wanted: int, ref: Rule) -> bool:

@@ -186,14 +186,13 @@ def _serving_fronts(data: ReportData) -> list[Front]:
     return fronts
 
 
-def _reported_best(store: Store, campaign: CampaignRecord, nodes: list[NodeRecord]) -> tuple:
+def _reported_best(store: Store, nodes: list[NodeRecord], verified: dict | None) -> tuple:
     """The best node and its number as every other surface reports them: the final verification
-    may pick a runner-up over the highest Critic value, and then its median is the number."""
+    (``verified``, its latest outcome) may pick a runner-up over the highest Critic value, and
+    then its median is the number."""
     from arbor.campaign.one_number import paired_estimate
-    from arbor.campaign.verify import read_final_verification
 
     best = _best(nodes)
-    verified = read_final_verification(store, campaign.id)
     if verified and verified.get("best") is not None and verified.get("speedup") is not None:
         best = next((n for n in nodes if n.id == verified["best"]), best)
         est = paired_estimate(store, best.id, verified["speedup"]) if best else None
@@ -212,12 +211,13 @@ def load(store: Store, campaign: CampaignRecord, top: int = 10) -> ReportData:
     measurements: dict[int, list[MeasurementRecord]] = {}
     for m in store.measurements_after(campaign.id, 0, limit=BIG, samples=False):
         measurements.setdefault(m.node_id, []).append(m)
-    best, reported = _reported_best(store, campaign, nodes)
+    verified = read_final_verification(store, campaign.id)
+    best, reported = _reported_best(store, nodes, verified)
     root = next((n for n in nodes if n.id == campaign.root_node_id), None)
     data = ReportData(campaign, nodes, verdicts, measurements, best,
                       store.get_artifact(best.artifact_sha) if best else None,
                       store.get_artifact(root.artifact_sha) if root else None, reported=reported,
-                      ancestor_checks=list((read_final_verification(store, campaign.id) or {}).get("ancestor_checks", [])))
+                      ancestor_checks=list((verified or {}).get("ancestor_checks", [])))
     finished = [n for n in nodes if n.parent_id is not None and n.finished_at is not None]
     finished.sort(key=lambda n: (n.finished_at, n.id))
     best_so_far = 1.0
