@@ -51,6 +51,29 @@ MIN_P_WIN = 0.03
 # native LayerNorm); a family not yet measured in the campaign is never ruled out this way (its
 # reach is unknown: a collapse is a 100x move).
 DOMINANCE_REACH = 8.0
+# A family measured with no gain right after a move that won (a child of the parent
+# the family is offered at) has its prior at that parent restored: the measurement is as well
+# explained by the winning move having taken the family's gain (they overlap) as by the family
+# being useless, and only the family alone at the parent tells them apart. Seen on a warm start of
+# Conv+Mish+GroupNorm: graph-algebra-all won 1.16x at the root, compile-default after it gained
+# 1.002x, and the warm campaign never measured compile-default alone at the root, where the cold
+# campaign found 1.30x (its final; warm's was 0.92x of it, the one worse final of three runs).
+# A member that lost more than this after the win did harm of its own, which an overlap does not
+# explain (compile-epilogue-block 0.96x after that win is restored, a 0.76x compile is not).
+OVERLAP_FLOOR = 0.9
+
+
+@dataclass(frozen=True)
+class Overlap:
+    """A family that gained nothing right after another family's move won (``OutcomeIndex.overlap``)."""
+
+    parent: int  # where the win was made: the family alone is untested here
+    child: int  # the win
+    won_by: str  # the winning move
+    family: str
+    move: str  # the member measured after the win
+    gain: float  # what it gained there (a ratio)
+    won: float  # what the win gained over the parent
 
 
 @dataclass
@@ -113,6 +136,9 @@ class OutcomeIndex:
     # (agents/knowledge/recipes.py)
     recipes: list[Recipe] = field(default_factory=list)
     _move_of: dict[int, str | None] = field(default_factory=dict)
+    _family_of: dict[int, str] = field(default_factory=dict)  # node -> its move's family (or the move)
+    _children: dict[int, list[int]] = field(default_factory=dict)  # parent -> its accepted children
+    _overlaps: set[tuple[int, str]] = field(default_factory=set)  # (parent, family) seen to overlap
     # Calibration of P(accept) per family, from this campaign's finished nodes: a family whose
     # priors predicted badly is shrunk toward its observed acceptance rate.
     calibration: dict[str, Tally] = field(default_factory=dict)
@@ -134,7 +160,11 @@ class OutcomeIndex:
     def observe(self, n: NodeRecord) -> float | None:
         """Record one finished node. Returns the factor by which any prior may have *risen*
         (1.0 when priors can only have fallen), or None when nothing changed."""
+        if n.parent_id is not None and n.state == "accepted" and n.id not in self._children.get(n.parent_id, ()):
+            self._children.setdefault(n.parent_id, []).append(n.id)
         self._move_of[n.id] = n.move_id
+        if n.move_id is not None:
+            self._family_of[n.id] = n.family or n.move_id
         self._parents.setdefault(n.id, n.parent_id)
         if n.speedup is not None and n.speedup > 0:
             self._speedup[n.id] = n.speedup
@@ -167,7 +197,13 @@ class OutcomeIndex:
         before, _ = fam.predict(n.move_id or "", n.parent_id or 0)
         wins = any(o.log_gain > self.model.win_log for o in fam.obs)
         fam.add(Observation(n.move_id or "", n.parent_id or 0, n.id, y))
-        if y > before:  # the family's means rise wherever it correlates with this measurement
+        grandparent = self._parents.get(n.parent_id) if n.parent_id is not None else None
+        overlap = grandparent is not None and self.overlap(n.family or n.move_id or "", grandparent) is not None
+        if overlap:
+            self._overlaps.add((grandparent, n.family or n.move_id or ""))
+        if y > before or overlap:
+            # the family's means rise wherever it correlates with this measurement; or a no-gain
+            # right after a win restored its prior one level up (``overlap``)
             return RISE_ALL
         # lower means everywhere, but a narrower posterior can still raise P(win) where the mean is
         # above a win (after a win): there P(win) >= 0.5 already, so it at most doubles
@@ -251,6 +287,43 @@ class OutcomeIndex:
         return (f"below this {parent:.3g}x parent even a {reach:.3g}x gain stays under the best "
                 f"({best_speedup:.3g}x, node {best_id}); family {family} gained at most {gained:.3g}x here")
 
+    def overlap(self, family: str, parent_id: int) -> Overlap | None:
+        """The first no-gain of ``family`` right after a win of another family at a child of
+        ``parent_id``, while the family was never measured at ``parent_id`` itself: the winning move
+        may have taken the family's gain, so the family alone there is its untested alternative."""
+        fam = self.families.get(family)
+        here = self._speedup.get(parent_id)
+        if fam is None or here is None or here <= 0 or fam.measured_below({parent_id}):
+            return None
+        for child in self._children.get(parent_id, ()):
+            won = self._speedup.get(child)
+            if not won or self._family_of.get(child, family) == family or math.log(won / here) <= self.model.win_log:
+                continue
+            for i in fam._by_parent.get(child, ()):
+                o = fam.obs[i]
+                if math.log(OVERLAP_FLOOR) <= o.log_gain <= self.model.win_log:
+                    return Overlap(parent_id, child, self._move_of.get(child) or "", family, o.move,
+                                   math.exp(o.log_gain), won / here)
+        return None
+
+    def overlap_tests(self) -> list[Overlap]:
+        """Overlaps worth one evaluation now: the move that gained nothing after the win is expected,
+        when it wins, to gain more than the win did (the knowledge store's mean win of it, or its
+        family's largest win in this campaign) — only then can it alone replace that win. The
+        heuristic Orchestrator measures these first (``HeuristicOrchestrator.select``); every other
+        overlap only has its prior restored (``trace``)."""
+        out = []
+        for parent_id, name in sorted(self._overlaps):
+            over = self.overlap(name, parent_id)
+            if over is None:  # measured there since
+                self._overlaps.discard((parent_id, name))
+                continue
+            wins = [o.log_gain for o in self.families[name].obs if o.log_gain > self.model.win_log]
+            expected = max([self.warm_log.get(over.move, 0.0), *wins])
+            if expected > math.log(over.won):
+                out.append(over)
+        return sorted(out, key=lambda o: o.child)
+
     def trace(self, move_id: str, family: str | None, base: float, parent_id: int) -> PriorTrace:
         """The move's prior below ``parent_id`` and how it was made: the skill's (or the knowledge
         store's) prior, the family's calibration, its shared posterior, a crash below an ancestor."""
@@ -267,6 +340,10 @@ class OutcomeIndex:
             self.ruled_out.setdefault(move_id, dominated)
             t.scale(f"dominated: {dominated}", 0.0)
             return t
+        over = self.overlap(name, parent_id) if self.family_posterior else None
+        if over is not None and 0 < t.value < base:  # a neighbour's lower prior came from other paths too
+            t.scale(f"family {name} gained {over.gain:.3f}x after {over.won_by} won here (node {over.child}): "
+                    "the two may overlap, so it is measured alone here at the skill's prior", base / t.value)
         if family:
             shrunk = shrink(t.value, self.calibration.get(family))
             if t.value > 0 and shrunk != t.value:
@@ -284,6 +361,9 @@ class OutcomeIndex:
             if p_win < MIN_P_WIN and fam.measured_below(self.ancestors(parent_id)):
                 self.ruled_out[move_id] = f"family {name} measured {shown}"
                 t.scale(f"ruled out by family {name} (P(win) {p_win:.3f} < {MIN_P_WIN}; measured {shown})", 0.0)
+            elif over is not None:  # its measurements are what the overlap explains: they do not lower it here
+                t.scale(f"family {name}'s posterior (P(win) {p_win:.2f}; measured {shown}), only if it rises",
+                        max(1.0, fam.factor(move_id, parent_id)))
             else:
                 t.scale(f"family {name}'s posterior (P(win) {p_win:.2f}; measured {shown})", fam.factor(move_id, parent_id))
         return t

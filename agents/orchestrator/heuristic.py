@@ -71,6 +71,8 @@ class HeuristicOrchestrator(Orchestrator):
         if self._rise is not None:  # outcomes changed since the last step: bounds again
             index.invalidate_priors(self._rise)
             self._rise = None
+        if index.focus is None and (forced := self._overlap_test(index, source_of, is_known)) is not None:
+            return forced
         rng = random.Random(f"{self.seed}:select:{step}")
         rows, q, value, visits, pv, prior = index.candidate_arrays()
         if len(rows) == 0:
@@ -111,6 +113,29 @@ class HeuristicOrchestrator(Orchestrator):
                          if options else -np.inf)
             if options and (fallback is None or scores[i] > fallback[0]):
                 fallback = (float(scores[i]), i, options)
+        return None
+
+    def _overlap_test(self, index: TreeIndex, source_of: Callable[[str], str],
+                      is_known: Callable[[str], bool]) -> Selection | None:
+        """A move that gained nothing right after a win, yet is expected to gain more than that win
+        did, is measured alone at the win's parent before anything else is selected
+        (``OutcomeIndex.overlap_tests``): one evaluation says whether the win took its gain. PUCT
+        would not get there: by then the parent's visits shrink its exploration term below its
+        children's at any prior (a warm Conv+Mish+GroupNorm campaign kept growing the 1.16x
+        graph-algebra branch while compile-default alone, 1.30x at the root, waited at prior 0.5)."""
+        for over in self.outcomes.overlap_tests():
+            row = index.row_of.get(over.parent)
+            node = index.node(row) if row is not None else None
+            tried = index.tried.get(row, set()) if row is not None else set()
+            if node is None or over.move in tried:
+                continue
+            options = self.specialist.options(node, source_of(node.artifact_sha), tried, is_known, self.outcomes)
+            first = [o for o in options if o.move.id == over.move]
+            if not first:  # not offered there (gated, or its result is in the tree already)
+                continue
+            note = (f"overlap test: {over.move} gained {over.gain:.3f}x after {over.won_by} won "
+                    f"{over.won:.3g}x at node {over.parent} (node {over.child}); measured alone at node {over.parent}")
+            return Selection(node, first + [o for o in options if o.move.id != over.move], note)
         return None
 
 
