@@ -163,6 +163,10 @@ class FamilyPosterior:
         interact (a move at 0.23x below one node can win 2x below its parent)."""
         return any(p in self._by_parent for p in path)
 
+    def measured_at(self, parent: int) -> list[Observation]:
+        """The members measured right below ``parent``, in the order they were measured."""
+        return [self.obs[i] for i in self._by_parent.get(parent, ())]
+
     def factor(self, move: str, parent: int) -> float:
         """How the measurements changed the move's chance of a win: P(win | family) / P(win) —
         against the base model's P(win), which is what a skill's prior was set against."""

@@ -299,8 +299,7 @@ class OutcomeIndex:
             won = self._speedup.get(child)
             if not won or self._family_of.get(child, family) == family or math.log(won / here) <= self.model.win_log:
                 continue
-            for i in fam._by_parent.get(child, ()):
-                o = fam.obs[i]
+            for o in fam.measured_at(child):
                 if math.log(OVERLAP_FLOOR) <= o.log_gain <= self.model.win_log:
                     return Overlap(parent_id, child, self._move_of.get(child) or "", family, o.move,
                                    math.exp(o.log_gain), won / here)
