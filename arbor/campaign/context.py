@@ -50,6 +50,7 @@ class Context:
     step_started: float | None = None
     speed_of_light: dict = field(default_factory=dict)  # per-process cache of speed_of_light.for_context
     deferred: dict[int, str] = field(default_factory=dict)  # serial loop: node -> why it was left queued
+    retries_due: dict[int, int] | None = None  # auto_retry.py: rejected node -> evaluations before its retry
 
     def __post_init__(self) -> None:
         if self.index is None:

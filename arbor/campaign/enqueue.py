@@ -61,7 +61,9 @@ def enqueue(store: Store, camp, target, source: str, label: str, parent: int | N
     return node
 
 
-def retry(store: Store, camp, target, node_id: int) -> NodeRecord:
+def retry(store: Store, camp, target, node_id: int, by: str = "user") -> NodeRecord:
+    """A new node of a node rejected for noise (``by``: "user" for ``arbor retry``, "critic" for the
+    campaign's own retry, arbor/campaign/auto_retry.py)."""
     old = store.get_node(node_id)
     if old is None or old.campaign_id != camp.id:
         raise StoreError(f"node {node_id} is not a node of campaign {camp.name!r} — see `arbor history`")
@@ -75,10 +77,10 @@ def retry(store: Store, camp, target, node_id: int) -> NodeRecord:
         sha = store.put_artifact(source + "\n" * extra, target.artifact_kind)
         if store.find_node(camp.id, sha) is None:
             break
-    node = store.add_node(camp.id, sha, "user", parent_id=old.parent_id, move_id=old.move_id, family=old.family,
+    node = store.add_node(camp.id, sha, by, parent_id=old.parent_id, move_id=old.move_id, family=old.family,
                           hypothesis=f"retry of node {old.id} (was {old.diagnosis}): {old.hypothesis}",
                           step=_next_step(store, camp.id))
-    store.append_event(camp.id, "retry", {"of": old.id}, node_id=node.id, agent="user")
+    store.append_event(camp.id, "retry", {"of": old.id}, node_id=node.id, agent=by)
     return node
 
 

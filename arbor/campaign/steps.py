@@ -18,7 +18,7 @@ from arbor.agents.priors import MEASURED
 from arbor.search_tree.records import NodeRecord
 from arbor.search_tree.store import CampaignBusy, DuplicateArtifact
 
-from . import knowledge, measure_one, speed_of_light, store_retry, timing
+from . import auto_retry, knowledge, measure_one, speed_of_light, store_retry, timing
 from .context import Context
 from .parallel import measure as measure_parallel
 from .profiling import record_profile
@@ -65,6 +65,8 @@ def select(ctx: Context, state: LoopState) -> LoopState:
     if (reason is not None or idx.root() is None) and flying:  # no new work: wait for what is in flight
         verify_ahead(ctx)  # and give free workers the best's final measurements meanwhile
         return {"parent_id": None, "node_ids": [], "stop_reason": None}
+    if reason is None and (again := auto_retry.take_due(ctx)) is not None:  # the machine's noise rejected it
+        return {"parent_id": None, "node_ids": [again.id], "stop_reason": None}
     if reason is None:
         knowledge.ensure_warm_start(ctx)  # priors from similar problems, once the baseline is judged
         # the index (just refreshed) rules out almost every sha without a query; the store confirms
@@ -281,6 +283,7 @@ def _finish(ctx: Context, node: NodeRecord, j: Judgement, measurement_id: int | 
         ctx.store.record_verdict(node.id, measurement_id, j.decision, j.diagnosis, reason, gates,
                                  agent=ctx.critic.name, final_state=j.final_state, **fields)
         knowledge.record_judgement(ctx, node, j)
+        auto_retry.note_rejection(ctx, node, j.diagnosis if j.final_state != "accepted" else None)
         if node.parent_id is None and j.noise_floor is not None:
             ctx.set_noise_floor(j.noise_floor)
             ctx.store.append_event(ctx.cid, "baseline", {"noise_floor": j.noise_floor, "stats": j.stats},
