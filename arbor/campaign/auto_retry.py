@@ -20,7 +20,7 @@ from __future__ import annotations
 from arbor.search_tree.records import NodeRecord
 
 from .context import Context
-from .enqueue import RETRYABLE, retry
+from .retry_node import RETRYABLE, retry
 
 RETRY_AFTER = 1  # other candidates measured between the rejection and its retry
 

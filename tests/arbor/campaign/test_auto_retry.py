@@ -68,7 +68,7 @@ def test_a_drift_rejection_is_retried_once_after_another_evaluation(tmp_path):
         again = auto_retry.take_due(ctx)
         assert again is not None and again.parent_id == root.id and again.move_id == "m"
         assert again.hypothesis.startswith(f"retry of node {drifted.id} (was env_drift)") and again.state == "proposed"
-        assert store.get_artifact(again.artifact_sha).rstrip("\n") == store.get_artifact(drifted.artifact_sha)
+        assert store.get_artifact(again.artifact_sha).rstrip("\n") == store.get_artifact(drifted.artifact_sha).rstrip("\n")
         assert [e.agent for e in store.events(camp.id, limit=10, kinds=["retry"])] == ["critic"]
         assert auto_retry.take_due(ctx) is None  # once
         store.transition(again.id, "rejected", diagnosis="env_drift", reason="noise again")
