@@ -339,7 +339,8 @@ class OutcomeIndex:
             self.ruled_out.setdefault(move_id, dominated)
             t.scale(f"dominated: {dominated}", 0.0)
             return t
-        over = self.overlap(name, parent_id) if self.family_posterior else None
+        # only pairs recorded as they were measured (``_measured``): this runs for every option
+        over = self.overlap(name, parent_id) if self.family_posterior and (parent_id, name) in self._overlaps else None
         if over is not None and 0 < t.value < base:  # a neighbour's lower prior came from other paths too
             t.scale(f"family {name} gained {over.gain:.3f}x after {over.won_by} won here (node {over.child}): "
                     "the two may overlap, so it is measured alone here at the skill's prior", base / t.value)
