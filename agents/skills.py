@@ -30,6 +30,10 @@ class SkillError(ValueError):
         super().__init__(f"{path}: {field}: {problem} — {fix}")
         self.path, self.field, self.problem, self.fix = path, field, problem, fix
 
+    def __reduce__(self):  # type: ignore[no-untyped-def]
+        # the default rebuilds it from the message alone, a TypeError in the receiving process
+        return (type(self), (self.path, self.field, self.problem, self.fix))
+
 
 class MoveSpec(BaseModel):
     """One machine-applicable change: a transform plus its params and a prior in (0, 1]."""

@@ -76,6 +76,9 @@ class ExtraFailed(RuntimeError):
         super().__init__(why)
         self.unsafe = unsafe
 
+    def __reduce__(self):  # type: ignore[no-untyped-def]
+        return (type(self), (str(self), self.unsafe))
+
 
 def warm_argv(job: Job) -> tuple[list[str], list[str]] | None:
     """(interpreter + flags, argv from the script on) when ``job`` can be started warm, else None."""

@@ -43,6 +43,9 @@ class DuplicateArtifact(StoreError):
         super().__init__(f"artifact already present as node {node_id}")
         self.node_id = node_id
 
+    def __reduce__(self):  # type: ignore[no-untyped-def]
+        return (type(self), (self.node_id,))
+
 
 class IllegalTransition(StoreError):
     pass

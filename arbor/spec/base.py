@@ -18,6 +18,11 @@ class SpecError(ValueError):
         super().__init__("\n".join(problems))
         self.problems = problems
 
+    def __reduce__(self):  # type: ignore[no-untyped-def]
+        # raised in a worker process (suite, Ray): the default rebuilds it from the joined text,
+        # which ``__init__`` would then join again one character per line
+        return (type(self), (self.problems,))
+
 
 class Strict(BaseModel):
     """Base of every spec section: unknown keys are errors."""

@@ -36,6 +36,9 @@ class Failure(Exception):
         super().__init__(text)
         self.error_class, self.text = error_class, text
 
+    def __reduce__(self):  # type: ignore[no-untyped-def]
+        return (type(self), (self.error_class, self.text))
+
 
 def apply_sizes(module, sizes: dict, scale: float | None,  # type: ignore[no-untyped-def]
                 warnings: list | None = None) -> dict:

@@ -62,6 +62,10 @@ class ServerStartError(RuntimeError):
         self.error_class = error_class
         self.log_tail = log_tail
 
+    def __reduce__(self):  # type: ignore[no-untyped-def]
+        # the default passes only the message: the receiving process would lose the error class
+        return (type(self), (self.error_class, str(self), self.log_tail))
+
 
 @dataclass
 class ServerConfig:

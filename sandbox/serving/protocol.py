@@ -70,6 +70,9 @@ class _Failure(Exception):
         super().__init__(text)
         self.error_class = error_class
 
+    def __reduce__(self):  # type: ignore[no-untyped-def]
+        return (type(self), (self.error_class, str(self)))
+
 
 Turn = tuple[int, str, tuple[int, ...]]  # (round, side, load-level indexes)
 
