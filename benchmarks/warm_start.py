@@ -9,7 +9,10 @@ to show anything — with at least 8 such problems), and the warm final best is 
 the cold one beyond the noise (NOISE).
 Both are judged on a re-measurement (``--phase remeasure``, benchmarks/remeasure.py): the two
 campaigns of a problem ran an hour apart, so every candidate either accepted, and both finals, are
-measured again one after the other; each run's own Critic figures are printed beside them.
+measured again one after the other; each run's own Critic figures are printed beside them. Two
+different finals get more rounds than the curves (``--final-rounds``, FINAL_ROUNDS in
+warm_start_compare.py: at 3 rounds the judge itself called equal finals "worse" too often to test
+"never worse"), and the report prints the judge's own false "worse" rate from the run's noise.
 ``--phase finals --rounds N`` measures only the two finals of the named problems again, with more
 rounds (a second look at a "worse" final; written to warm_start_finals.json, never into the table).
 The report also prints the floor of the median: what it would be if every warm run reached the
@@ -46,16 +49,19 @@ from pathlib import Path
 from benchmarks.common import ROOT, fmt, table, write_result
 from benchmarks.remeasure import EAGER, Remeasured, curve, measure_side_by_side
 from benchmarks.warm_start_compare import (
+    FINAL_ROUNDS,
     GOAL_RATIO,
     MIN_COLD,
     MIN_PROBLEMS,
     NOISE,
     REACH,
     compare_row,
+    false_worse,
     final_ratio,
     goal_met,
     median_floor,
     medians,
+    residuals,
 )
 
 PROBLEMS = ROOT / "benchmarks" / "problems"
@@ -215,9 +221,11 @@ def _finished_pair(tmp: Path, p: Path, evaluations: int, scale: float):  # type:
 
 
 def _remeasure_phase(tmp: Path, paths: list[Path], evaluations: int, scale: dict[str, float],
-                     rounds: int = ROUNDS) -> None:
+                     rounds: int = ROUNDS, final_rounds: int = FINAL_ROUNDS) -> None:
     """Every candidate either campaign of a problem accepted, and both final bests, measured again
-    side by side (benchmarks/remeasure.py): the cold and warm runs of a problem ran an hour apart."""
+    side by side (benchmarks/remeasure.py): the cold and warm runs of a problem ran an hour apart.
+    Two different finals are then measured until each has ``final_rounds`` rounds: the "worse"
+    judgement needs more precision than the curves (FINAL_ROUNDS)."""
     done = tmp / "progress"
     for p in paths:
         t = time.monotonic()
@@ -227,12 +235,21 @@ def _remeasure_phase(tmp: Path, paths: list[Path], evaluations: int, scale: dict
         cold_spec, (ck, ccrit, csrc, cfinal), (wk, wcrit, wsrc, wfinal) = pair
         sources = {**csrc, **wsrc}
         rm = measure_side_by_side(cold_spec, sources, rounds) if sources else Remeasured()
+        finals = {k: sources[k] for k in dict.fromkeys((cfinal, wfinal)) if k} if cfinal != wfinal else {}
+        extra = max(0, final_rounds - rounds) if finals else 0
+        if extra:  # the judge of "worse" gets its own precision (FINAL_ROUNDS)
+            more = measure_side_by_side(cold_spec, finals, extra)
+            for key in more.values:
+                rm.values.setdefault(key, []).extend(more.values[key])
+                rm.reference_s.setdefault(key, []).extend(more.reference_s[key])
+            rm.errors.update(more.errors)
         _save(done / f"remeasure-{p.stem}.json",
               {"cold": {"evaluations": ck, "critic": ccrit, "final": cfinal},
                "warm": {"evaluations": wk, "critic": wcrit, "final": wfinal},
-               "remeasured": rm.to_json(), "rounds": rounds, "seconds": round(time.monotonic() - t, 1)})
-        print(f"remeasured {p.stem}: {len(sources)} candidates x {rounds} rounds in {time.monotonic() - t:.0f} s",
-              flush=True)
+               "remeasured": rm.to_json(), "rounds": rounds, "final_rounds": rounds + extra,
+               "seconds": round(time.monotonic() - t, 1)})
+        print(f"remeasured {p.stem}: {len(sources)} candidates x {rounds} rounds"
+              + (f", the two finals {extra} more" if extra else "") + f" in {time.monotonic() - t:.0f} s", flush=True)
 
 
 def _finals_phase(tmp: Path, paths: list[Path], evaluations: int, scale: dict[str, float],
@@ -257,7 +274,8 @@ def _finals_phase(tmp: Path, paths: list[Path], evaluations: int, scale: dict[st
 
 
 def run(names: list[str] | None, evaluations: int, fixed_scale: float | None, work: Path,
-        report_only: bool = False, phase: str = "all", rounds: int = ROUNDS) -> dict | None:
+        report_only: bool = False, phase: str = "all", rounds: int = ROUNDS,
+        final_rounds: int = FINAL_ROUNDS) -> dict | None:
     """The comparison (None after a phase other than "all", which only runs its campaigns)."""
     paths = problem_paths(names)
     if len(paths) < 2 and phase != "cold":
@@ -272,24 +290,33 @@ def run(names: list[str] | None, evaluations: int, fixed_scale: float | None, wo
             if phase in ("all", name):
                 step(tmp, paths, evaluations, scale)
         if phase in ("all", "remeasure"):
-            _remeasure_phase(tmp, paths, evaluations, scale, rounds)
+            _remeasure_phase(tmp, paths, evaluations, scale, rounds, final_rounds)
         if phase != "all":
             return None
-    rows = []
+    rows, noise = [], []
     for p in paths:
         c, w = _load(done / f"cold-{p.stem}.json"), _load(done / f"warm-{p.stem}.json")
         if c is None or w is None:  # report-only: what has finished
             continue
+        r = _load(done / f"remeasure-{p.stem}.json")
+        if r is not None:
+            noise += residuals([Remeasured.from_json(r["remeasured"])])
         warm_spec = _spec(tmp, f"warm-{p.stem}", p, evaluations, scale[p.stem], None)
         info = _warm_info(warm_spec) if not w["error"] else {"priors": 0, "recipes": 0, "recipe_evaluations": []}
-        row = compare_row(p, scale[p.stem], c, w, _load(done / f"remeasure-{p.stem}.json"), info["priors"])
-        row.update(warm_recipes=info["recipes"], recipe_evaluations=info["recipe_evaluations"])
+        row = compare_row(p, scale[p.stem], c, w, r, info["priors"])
+        row.update(warm_recipes=info["recipes"], recipe_evaluations=info["recipe_evaluations"],
+                   final_rounds=(r or {}).get("final_rounds", (r or {}).get("rounds")))
         rows.append(row)
         if row["error"]:
             print(f"{p.stem}: left out — {row['error']}", flush=True)
     median_ratio, n, median_searched, n_searched = medians(rows, "cold_evals", "warm_evals")
     critic_median, critic_n, critic_searched, critic_n_searched = medians(rows, "critic_cold_evals",
                                                                            "critic_warm_evals")
+    # how often this run's judge calls equal finals "worse", from its own round-to-round noise
+    judged_finals = [row for row in rows if not row["error"] and row.get("final_ratio") is not None
+                     and not row.get("same_final")]
+    p_false = {n: false_worse(noise, n) for n in {row["final_rounds"] for row in judged_finals if row["final_rounds"]}}
+    expected_false = sum(p_false.get(row["final_rounds"]) or 0.0 for row in judged_finals)
     return {"evaluations": evaluations, "size_scale": fixed_scale or "calibrated (eager ~20 ms)", "reach": REACH,
             "noise": NOISE, "rows": rows,
             "rounds": sorted({(_load(done / f"remeasure-{r['problem']}.json") or {}).get("rounds") for r in rows} - {None}),
@@ -299,6 +326,9 @@ def run(names: list[str] | None, evaluations: int, fixed_scale: float | None, wo
             "critic_median_ratio": critic_median, "critic_problems_in_ratio": critic_n,
             "critic_median_ratio_searched": critic_searched, "critic_problems_searched": critic_n_searched,
             "failed": [r["problem"] for r in rows if r["error"]],
+            "different_finals": len(judged_finals), "noise_residuals": len(noise),
+            "false_worse_per_problem": {str(k): None if v is None else round(v, 4) for k, v in p_false.items()},
+            "expected_false_worse": round(expected_false, 3),
             "min_cold_evaluations": MIN_COLD, "min_problems": MIN_PROBLEMS,
             "enough_problems": n_searched >= MIN_PROBLEMS,
             "goal_evaluations_met": goal_met(median_searched, n_searched),
@@ -354,6 +384,8 @@ def main() -> None:
                          "the --problems' two final bests again with --rounds rounds, written to "
                          "warm_start_finals.json (a second look at a 'worse' final)")
     ap.add_argument("--rounds", type=int, default=ROUNDS, help="side-by-side re-measurement rounds")
+    ap.add_argument("--final-rounds", type=int, default=FINAL_ROUNDS,
+                    help="rounds for two different final bests (the 'worse' judgement), counting --rounds")
     ap.add_argument("--report-only", action="store_true",
                     help="tabulate the problems finished in --work without running anything")
     ap.add_argument("--work", type=Path, default=ROOT / "benchmarks" / "results" / "warm_start_run",
@@ -367,7 +399,7 @@ def main() -> None:
         return
     load_before = os.getloadavg()
     data = run(a.problems.split(",") if a.problems else None, a.evaluations, a.size_scale, a.work, a.report_only,
-               a.phase, a.rounds)
+               a.phase, a.rounds, a.final_rounds)
     if data is None:
         nxt = {"cold": "--phase warm", "warm": "--phase remeasure", "remeasure": "--report-only"}[a.phase]
         print(f"{a.phase} phase done: run {nxt} (with the same --work) next")
@@ -387,6 +419,9 @@ def main() -> None:
           f"{'met' if data['goal_evaluations_met'] else 'NOT met'}{short}); over all {data['problems_in_ratio']} "
           f"with a target: {data['median_ratio']}; final best never worse beyond {NOISE:.0%}: "
           f"{'met' if data['goal_final_best_met'] else 'NOT met'}; load {data['load_avg_before']}")
+    print(f"the judge: {data['different_finals']} problems with different finals; equal finals would read "
+          f"'worse' with probability {data['false_worse_per_problem']} (by rounds, from {data['noise_residuals']} "
+          f"residuals of this run), {data['expected_false_worse']} such false 'worse' expected over these problems")
     print(f"the lowest median any warm start could reach here (warm at its first evaluation everywhere): "
           f"{data['median_ratio_floor']}", flush=True)
     print(f"on each run's own Critic values: "

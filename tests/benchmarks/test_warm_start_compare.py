@@ -110,3 +110,45 @@ def test_the_goal_is_judged_over_problems_cold_needed_three_evaluations_for_with
     _, _, searched, n_searched = medians(rows, "cold_evals", "warm_evals")
     assert n_searched == 8 and searched == 0.5 and goal_met(searched, n_searched)
     assert not goal_met(0.6, 12) and not goal_met(None, 0)
+
+
+def test_the_judge_says_how_often_it_calls_equal_finals_worse_and_more_rounds_call_it_less():
+    """The residuals are each candidate's round-to-round noise (two of one point are not enough); the
+    false "worse" rate falls with the rounds and is near zero on a quiet machine."""
+    from benchmarks.warm_start_compare import false_worse, residuals
+
+    noisy = Remeasured(values={f"k{i}": [1.0 * (1 + d) for d in (-0.06, 0.0, 0.06)] for i in range(10)}
+                       | {"two": [1.0, 2.0]})
+    res = residuals([noisy])
+    assert len(res) == 30 and abs(sum(res)) < 1e-9
+    p3, p7 = false_worse(res, 3, trials=4000), false_worse(res, 7, trials=4000)
+    assert p3 is not None and p7 is not None and 0.0 < p7 < p3 < 0.5
+    quiet = residuals([Remeasured(values={f"k{i}": [1.0, 1.001, 0.999] for i in range(10)})])
+    assert false_worse(quiet, 3, trials=2000) == 0.0
+    assert false_worse(res[:5], 3) is None  # too little noise recorded to say
+
+
+def test_different_finals_are_judged_on_more_rounds_than_the_curves(tmp_path, monkeypatch):
+    """--phase remeasure: every candidate ``rounds`` times, then the two finals (when they differ)
+    until each has ``final_rounds``; the same final twice needs nothing more."""
+    import benchmarks.warm_start as ws
+
+    calls = []
+
+    def fake(spec, sources, rounds):  # type: ignore[no-untyped-def]
+        calls.append((sorted(sources), rounds))
+        keys = [EAGER, *sources]
+        return Remeasured(values={k: [1.5] * rounds for k in keys}, reference_s={k: [0.01] * rounds for k in keys})
+
+    pairs = {"p1": ("c", "w"), "p2": ("s", "s")}
+    monkeypatch.setattr(ws, "measure_side_by_side", fake)
+    monkeypatch.setattr(ws, "_finished_pair", lambda tmp, p, e, s: (
+        None, (["c"], [1.5], {k: "src" for k in set(pairs[p.stem])} | {"other": "src"}, pairs[p.stem][0]),
+        (["w"], [1.5], {}, pairs[p.stem][1])))
+    (tmp_path / "progress").mkdir()
+    ws._remeasure_phase(tmp_path, [Path("p1.py"), Path("p2.py")], 8, {"p1": 1.0, "p2": 1.0}, rounds=3, final_rounds=7)
+    assert calls == [(["c", "other", "w"], 3), (["c", "w"], 4), (["other", "s"], 3)]
+    saved = ws._load(tmp_path / "progress" / "remeasure-p1.json")
+    assert saved["final_rounds"] == 7 and len(saved["remeasured"]["rounds"]["c"]) == 7
+    assert len(saved["remeasured"]["rounds"]["other"]) == 3
+    assert ws._load(tmp_path / "progress" / "remeasure-p2.json")["final_rounds"] == 3
