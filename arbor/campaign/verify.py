@@ -15,11 +15,16 @@ outcome is an append-only ``final_verification`` event, since finished nodes are
 Serving targets are verified the same way with their own ratio (``TargetAdapter.final_ratio``:
 the paired SLO-throughput ratio of a measurement that passes the requests and accuracy gates).
 
-A change must show that it helps (``_simplest``): when the final best's parent once measured near
-it, the two are measured side by side, and the parent is reported unless the child beats it in the
-paired rounds. Without this the warm-start benchmark's finals disagreed on noise: RMSNorm's warm
-run reported a compiled child (2.01x against its parent's 1.88x, the two measured 15 minutes
-apart) that read 0.90 of the parent when both were measured again side by side.
+A child must be faster than its parent side by side (``_simplest``): when the final best's parent
+once measured near it, the two are measured side by side, and the parent is reported unless the
+child beats it in the paired rounds. Without this the warm-start benchmark's finals disagreed on
+noise: RMSNorm's warm run reported a compiled child (2.01x against its parent's 1.88x, the two
+measured 15 minutes apart) that read 0.90 of the parent when both were measured again side by side.
+"Beats" means a median paired ratio above 1, not above one plus the noise floor as it first was:
+on replay landscapes with known true speeds (``benchmarks/final_rule.py``) that stricter bar
+returned the parent in 79 of 131 pairings and lowered the true final speed, and in the warm-start
+run of 2026-11-28 03:20 it dropped a compiled child paired at 1.003 and 1.026 that re-measured 10%
+above its parent, the one final of that run below 0.95 of the cold one.
 """
 
 from __future__ import annotations
@@ -205,15 +210,13 @@ def _simplest(ctx: Context, done: dict[int, Verified], best: Verified, ref: Rule
     it, reads a few per cent above a parent it does not beat. So when the parent once measured
     within ``ANCESTOR_NEAR`` of the best's median, both are measured again in paired rounds (one
     after the other, the order alternated; with several workers at once) and the child stays the
-    final best only if the median of its paired ratios clears the bar every candidate had to clear
-    to be accepted (``min_speedup``, or one plus the baseline's A/A noise if larger). Otherwise the
-    parent is, and the same question is asked of its parent. Pairs run only while they fit in
-    ``max_wall_s``; with fewer than two pairs that count, the child stays (no evidence against
-    it). A pairing the latest outcome recorded is reused (a finished campaign run again measures
+    final best only if it is faster in the median of its paired ratios (``child_holds``).
+    Otherwise the parent is, and the same question is asked of its parent. Pairs run only while
+    they fit in ``max_wall_s``; with fewer than two pairs that count, the child stays (no evidence
+    against it). A pairing the latest outcome recorded is reused (a finished campaign run again measures
     nothing); one cut off by a kill is measured again with new attempt numbers. Returns the final
     best and one record per pairing."""
     wanted = ctx.spec.critic.final_measurements
-    need = max(ctx.critic.config.min_speedup, 1.0 + max(ctx.noise_floor or 0.0, 0.0))
     checks: list[dict] = []
     earlier = {(c["node"], c["ancestor"]): c
                for c in (read_final_verification(ctx.store, ctx.cid) or {}).get("ancestor_checks", [])}
@@ -236,14 +239,20 @@ def _simplest(ctx: Context, done: dict[int, Verified], best: Verified, ref: Rule
             check["failed"] = [[k, v] for k, v in failed.items()]
         checks.append(check)
         # one that was not correct ends the pairing (``_paired``): the other one is the answer
-        child_holds = len(ratios) < 2 or statistics.median(ratios) >= need
-        if done[parent.id].failed or (done[node.id].failed is None and child_holds):
+        if done[parent.id].failed or (done[node.id].failed is None and child_holds(ratios)):
             check["kept"] = "node"
             best = done[node.id]
             break
         check["kept"] = "ancestor"
         best = done[parent.id]
     return best, checks
+
+
+def child_holds(ratios: list[float]) -> bool:
+    """Whether the child stays the final best after ``ratios`` (its speedup over its ancestor, one
+    per paired round): it is faster in the median of them, or there are fewer than two (no
+    evidence against it). The module docstring gives the measured reason for the bar of 1."""
+    return len(ratios) < 2 or statistics.median(ratios) > 1.0
 
 
 def _paired(ctx: Context, a: NodeRecord, b: NodeRecord, rounds: int, ref: Rule) -> tuple[list[float], dict[int, str]]:
