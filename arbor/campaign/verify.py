@@ -213,9 +213,9 @@ def _simplest(ctx: Context, done: dict[int, Verified], best: Verified, ref: Rule
     final best only if it is faster in the median of its paired ratios (``child_holds``).
     Otherwise the parent is, and the same question is asked of its parent. Pairs run only while
     they fit in ``max_wall_s``; with fewer than two pairs that count, the child stays (no evidence
-    against it). A pairing the latest outcome recorded is reused (a finished campaign run again measures
-    nothing); one cut off by a kill is measured again with new attempt numbers. Returns the final
-    best and one record per pairing."""
+    against it). A pairing the latest outcome recorded is reused (a finished campaign run again
+    measures nothing); one cut off by a kill is measured again with new attempt numbers. Returns
+    the final best and one record per pairing."""
     wanted = ctx.spec.critic.final_measurements
     checks: list[dict] = []
     earlier = {(c["node"], c["ancestor"]): c
