@@ -6,8 +6,9 @@ the move x0.5 and its family x0.7, after a win the family x1.5), *after* is ``ag
 shared posterior per family. Both run real campaigns (orchestrator, specialist, Critic, store) on
 the replay target with 12 evaluations, as the development set does, over:
 
-* archetypes of the development set's campaigns, as synthetic outcome models: Softmax (five compile
-  variants within 2% of 0.76x, nothing else helps — the issue's case), LayerNorm, GELU and a
+* archetypes of the development set's campaigns, as synthetic outcome models
+  (``benchmarks/archetypes.py``): Softmax (five compile variants within 2% of 0.76x, nothing
+  else helps — the issue's case), LayerNorm, GELU and a
   collapsible chain (families that win), a GEMM + epilogue where ``compile-freezing`` wins 1.25x
   although ``compile-default`` regressed 0.88x (a sibling of a regressing member wins: the final
   best must not get worse), MatMul (nothing regresses), Conv + ReLU. One adversarial case is
@@ -27,10 +28,7 @@ the same count per campaign, so the real-CPU before/after needs no replay. Write
 from __future__ import annotations
 
 import argparse
-import itertools
-import math
 import os
-import random
 import shutil
 import statistics
 import sys
@@ -38,10 +36,10 @@ import tempfile
 import time
 from collections import Counter
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 
-from benchmarks.common import fmt, landscape_paths, table, write_result
+from benchmarks.archetypes import ARCHETYPES, build_landscape, true_best
+from benchmarks.common import landscape_paths, table, write_result
 
 REGRESSION = 0.9  # a member "regressed by more than 10%": measured below 0.9x its parent
 BUDGET = 12
@@ -102,137 +100,6 @@ def _fixed_factors_class():
     return FixedFactors
 
 
-# --- synthetic outcome models -------------------------------------------------------------------
-@dataclass
-class Knob:
-    name: str
-    family: str
-    values: dict  # value -> (speedup multiplier, move id, prior)
-    default: str = "off"
-    group: str | None = None  # knobs of one group are never on together: the landscape leaves those out
-
-
-COMPILE_MOVES = (("C_DEFAULT", "compile-default", 0.5), ("C_FREEZING", "compile-freezing", 0.3),
-                 ("C_AUTOTUNE", "compile-max-autotune", 0.1), ("C_EPILOGUE", "compile-epilogue-fusion", 0.1),
-                 ("C_COORD", "compile-coordinate-descent", 0.05))
-
-
-def compile_knobs(*gains: float) -> list[Knob]:
-    """The five compile variants, each a move from the eager model only: live, ``wrap_compile``
-    does not apply to a compiled model, so no configuration compiles twice."""
-    return [Knob(name, "torch-compile", {"on": (g, move, prior)}, group="compile")
-            for (name, move, prior), g in zip(COMPILE_MOVES, gains)]
-
-
-def switch(name: str, family: str, move: str, prior: float, mult: float, group: str | None = None) -> Knob:
-    return Knob(name, family, {"on": (mult, move, prior)}, group=group)
-
-
-def compiled(cfg: dict) -> bool:
-    return any(cfg.get(name) == "on" for name, _, _ in COMPILE_MOVES)
-
-
-@dataclass
-class Archetype:
-    name: str
-    what: str
-    knobs: list[Knob]
-    sibling_wins: bool = False  # a sibling of a member that regressed > 10% wins: no loss allowed
-    adversarial: bool = False
-    interact: object = None  # (config, speedup) -> speedup
-
-    def speedup(self, cfg: dict) -> float:
-        s = 1.0
-        for k in self.knobs:
-            if cfg[k.name] != k.default:
-                s *= k.values[cfg[k.name]][0]
-        return self.interact(cfg, s) if self.interact else s
-
-    def allowed(self, cfg: dict) -> bool:
-        groups = [k.group for k in self.knobs if k.group and cfg[k.name] != k.default]
-        return len(groups) == len(set(groups))
-
-
-def _after_collapse(cfg: dict, s: float) -> float:
-    """Compiling a collapsed chain pays compile overhead on little work: 0.7x instead of 0.9x."""
-    return s / 0.9 * 0.7 if cfg["GRAPH"] in ("all", "fold") and compiled(cfg) else s
-
-
-def _after_fusion(cfg: dict, s: float) -> float:
-    """Once the activation is one fused op, compiling it adds overhead only: 0.95x instead of 2.9x."""
-    return s / 2.9 * 0.95 if cfg["GRAPH"] != "off" and compiled(cfg) else s
-
-
-ARCHETYPES = [
-    Archetype("softmax", "five compile variants within 2% of 0.76x, nothing else helps (the issue's case)",
-              [*compile_knobs(0.763, 0.769, 0.769, 0.753, 0.755),
-               switch("INFER", "autograd-off", "inference-mode", 0.35, 1.0)]),
-    Archetype("layernorm", "compile regresses ~0.8x; a native norm gains 4%",
-              [*compile_knobs(0.80, 0.81, 0.79, 0.80, 0.80), switch("NORM", "native-norms", "graph-native-norms", 0.55, 1.04),
-               switch("INFER", "autograd-off", "inference-mode", 0.35, 1.0),
-               switch("INPLACE", "fewer-allocations", "inplace-elementwise", 0.3, 0.99)]),
-    Archetype("gelu", "a fused activation wins 3.3x, compiling wins 2.9x (families that win)",
-              [Knob("GRAPH", "graph-algebra", {"all": (3.3, "graph-algebra-all", 0.95),
-                                                "act": (3.3, "graph-fused-activations", 0.6)}),
-               *compile_knobs(2.9, 2.9, 2.9, 2.9, 2.9), switch("INFER", "autograd-off", "inference-mode", 0.35, 1.0)],
-              interact=_after_fusion),
-    Archetype("gemm_epilogue", "compile-default 0.88x but compile-freezing 1.25x (a sibling of a regressing member "
-              "wins); the compiled epilogue 1.08x", [
-                  *compile_knobs(0.88, 1.25, 0.87, 0.88, 0.86),
-                  switch("EPI", "compile-epilogue", "compile-epilogue-block", 0.4, 1.08, group="compile"),
-                  switch("ADDMM", "fused-library-op", "graph-addmm", 0.45, 1.03),
-                  switch("INFER", "autograd-off", "inference-mode", 0.35, 1.0)], sibling_wins=True),
-    Archetype("linear_freezing", "a bare Linear: compile-default 0.88x, compile-freezing 1.25x (pre-packed weights) "
-              "and nothing else helps: the sibling is the only win", [
-                  *compile_knobs(0.88, 1.25, 0.87, 0.88, 0.86),
-                  switch("INFER", "autograd-off", "inference-mode", 0.35, 1.0)], sibling_wins=True),
-    Archetype("collapse", "an algebraic collapse wins 100x; compiling regresses 0.9x, 0.7x once collapsed", [
-        Knob("GRAPH", "graph-algebra", {"all": (100.0, "graph-algebra-all", 0.95),
-                                        "fold": (100.0, "graph-fold-linear-reduction", 0.6),
-                                        "size1": (1.0, "graph-size1-reductions", 0.5)}),
-        *compile_knobs(0.9, 0.9, 0.89, 0.9, 0.9), switch("INFER", "autograd-off", "inference-mode", 0.35, 1.0)],
-        interact=_after_collapse),
-    Archetype("matmul", "compile within 3% of 1.0x, nothing regresses", [
-        *compile_knobs(0.98, 1.0, 0.97, 0.98, 0.99), switch("INFER", "autograd-off", "inference-mode", 0.35, 1.0)]),
-    Archetype("conv_relu", "compile wins 1.2-1.3x (a winning family), channels_last 1.1x", [
-        *compile_knobs(1.2, 1.3, 1.15, 1.2, 1.18), switch("CL", "channels-last", "channels-last", 0.3, 1.1),
-        switch("INFER", "autograd-off", "inference-mode", 0.35, 1.0)]),
-    Archetype("adversarial_sibling", "compile-default 0.80x next to compile-freezing 1.30x: members 1.6x apart, "
-              "beyond the model's member spread (they belong in different families)", [
-                  *compile_knobs(0.80, 1.30, 0.80, 0.80, 0.80),
-                  switch("EPI", "compile-epilogue", "compile-epilogue-block", 0.4, 1.02, group="compile"),
-                  switch("INFER", "autograd-off", "inference-mode", 0.35, 1.0)], sibling_wins=True, adversarial=True),
-]
-
-
-def build_landscape(arch: Archetype, seed: int = 0, noise: float = 0.03, rounds: int = 20, runs: int = 3):
-    """The archetype as a replayable landscape: every configuration, three recorded runs of noisy
-    paired samples around its speedup (1 ms reference), and the moves with their families."""
-    from arbor.targets.landscape import Knob as LKnob
-    from arbor.targets.landscape import Landscape, MoveDecl, Point, compact_run
-
-    rng = random.Random(f"{arch.name}:{seed}")
-    knobs = [LKnob(name=k.name, values=[k.default, *k.values], default=k.default) for k in arch.knobs]
-    points = []
-    for combo in itertools.product(*([k.default, *k.values] for k in arch.knobs)):
-        cfg = dict(zip((k.name for k in arch.knobs), combo))
-        if not arch.allowed(cfg):
-            continue
-        t = 1e-3 / arch.speedup(cfg)
-        rs = []
-        for _ in range(runs):
-            drift = math.exp(rng.gauss(0, noise / 2))
-            b = [1e-3 * drift * math.exp(abs(rng.gauss(0, noise))) for _ in range(rounds)]
-            c = [t * drift * math.exp(abs(rng.gauss(0, noise))) for _ in range(rounds)]
-            rs.append(compact_run(b, c, 7.0))
-        points.append(Point(knobs=cfg, runs=rs))
-    moves = [MoveDecl(id=move, transform="const_set", params={"name": k.name, "value": v}, prior=prior, family=k.family)
-             for k in arch.knobs for v, (_, move, prior) in k.values.items()]
-    return Landscape(name=arch.name, knobs=knobs, moves=moves, points=points,
-                     recorded={"machine": {"host": "synthetic"}, "repeats": runs, "complete": True},
-                     campaign={"critic": {"max_cv": 0.15, "min_speedup": 1.02}, "measurement": {"seeds": [0, 1, 2]}})
-
-
 # --- the count ---------------------------------------------------------------------------------
 def _measured_speedup(store, n) -> float | None:  # type: ignore[no-untyped-def]
     """A node's measured speedup: the node's own (accepted, or rejected since issue 28), else the
@@ -272,48 +139,24 @@ def family_spend(store, campaign_id: int) -> dict:  # type: ignore[no-untyped-de
             "by_family": dict(after), "evaluations": sum(members.values())}
 
 
-def _true_best(store, ls, node_id: int | None) -> float:  # type: ignore[no-untyped-def]
-    from arbor.agents.transforms.knobs import parse_config
-
-    if node_id is None:
-        return ls.true_speedup(ls.default_config()) or 1.0
-    node = store.get_node(node_id)
-    return ls.true_speedup(parse_config(store.get_artifact(node.artifact_sha)) or {}) or 0.0
-
-
 def _run(job: tuple) -> list[dict]:
     """One (landscape, variant) over its seeds, in a worker process with its own store."""
     label, path, variant, seeds = job
     import arbor.agents.orchestrator.heuristic as heuristic
-    from arbor.campaign.run import run_campaign
-    from arbor.search_tree import open_store
-    from arbor.targets.landscape import load_landscape
 
-    from benchmarks.searchers import replay_spec
+    from benchmarks.searchers import replay_seeds
 
-    ls = load_landscape(path)
-    workdir = Path(tempfile.mkdtemp(prefix="arbor-family-", dir=_scratch()))
-    store = open_store(f"sqlite:///{workdir / 'bench.db'}")
     original = heuristic.OutcomeIndex
     if variant == "before":
         heuristic.OutcomeIndex = _fixed_factors_class()
     out = []
     try:
-        for s in seeds:
-            name = f"{label}.{variant}.{s}"
-            spec = replay_spec(Path(path), ls, name, "puct", s, workdir)
-            spec.budget.max_evaluations = BUDGET
-            t0 = time.monotonic()
-            summ = run_campaign(spec, lambda kind, data: None, store=store)
-            cid = store.get_campaign(name).id
-            spend = family_spend(store, cid)
-            out.append({"landscape": label, "variant": variant, "seed": s, **spend,
-                        "final_true": _true_best(store, ls, summ.best_node), "optimum": ls.optimum(),
-                        "stop": summ.stop_reason, "wall_s": round(time.monotonic() - t0, 2)})
+        for r in replay_seeds(path, label, variant, seeds, BUDGET, _scratch()):
+            out.append({"landscape": label, "variant": variant, "seed": r.seed, **family_spend(r.store, r.campaign_id),
+                        "final_true": true_best(r.store, r.landscape, r.summary.best_node),
+                        "optimum": r.landscape.optimum(), "stop": r.summary.stop_reason, "wall_s": round(r.wall_s, 2)})
     finally:
         heuristic.OutcomeIndex = original
-        store.close()
-        shutil.rmtree(workdir, ignore_errors=True)
     return out
 
 

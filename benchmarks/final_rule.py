@@ -74,39 +74,24 @@ def _patch(verify, rule: str) -> None:  # type: ignore[no-untyped-def]
 def _run(job: tuple) -> list[dict]:
     """One (landscape, rule) over its seeds, with its own store."""
     label, path, rule, seeds = job
-    from arbor.campaign.run import run_campaign
-    from arbor.search_tree import open_store
-    from arbor.targets.landscape import load_landscape
+    from benchmarks.archetypes import true_best
+    from benchmarks.searchers import replay_seeds
 
-    from benchmarks.family_arms import _true_best
-    from benchmarks.searchers import replay_spec
-
-    ls = load_landscape(path)
-    workdir = Path(tempfile.mkdtemp(prefix="arbor-final-rule-"))
-    store = open_store(f"sqlite:///{workdir / 'bench.db'}")
     out = []
-    try:
-        with _rule(rule):
-            for s in seeds:
-                name = f"{label}.{rule}.{s}"
-                spec = replay_spec(Path(path), ls, name, "puct", s, workdir)
-                spec.budget.max_evaluations = BUDGET
-                summ = run_campaign(spec, lambda kind, data: None, store=store)
-                cid = store.get_campaign(name).id
-                evs = store.events(cid, kinds=["final_verification"])
-                checks = (evs[-1].payload if evs else {}).get("ancestor_checks", [])
-                out.append({"landscape": label, "rule": rule, "seed": s,
-                            "final_true": _true_best(store, ls, summ.best_node), "optimum": ls.optimum(),
-                            "pairings": len(checks), "kept_parent": sum(c.get("kept") == "ancestor" for c in checks),
-                            "measurements": store.measurement_count(cid)})
-    finally:
-        store.close()
-        shutil.rmtree(workdir, ignore_errors=True)
+    with _rule(rule):
+        for r in replay_seeds(path, label, rule, seeds, BUDGET):
+            evs = r.store.events(r.campaign_id, kinds=["final_verification"])
+            checks = (evs[-1].payload if evs else {}).get("ancestor_checks", [])
+            out.append({"landscape": label, "rule": rule, "seed": r.seed,
+                        "final_true": true_best(r.store, r.landscape, r.summary.best_node),
+                        "optimum": r.landscape.optimum(), "pairings": len(checks),
+                        "kept_parent": sum(c.get("kept") == "ancestor" for c in checks),
+                        "measurements": r.store.measurement_count(r.campaign_id)})
     return out
 
 
 def _cases(scratch: Path, noises: list[float], recorded: bool) -> list[tuple[str, str]]:
-    from benchmarks.family_arms import ARCHETYPES, build_landscape
+    from benchmarks.archetypes import ARCHETYPES, build_landscape
 
     cases = []
     for noise in noises:

@@ -56,7 +56,7 @@ def run(names: list[str], rounds: int) -> dict:
     from arbor.campaign.sandbox_setup import runner_options
     from arbor.sandbox.runner import make_runner
     from arbor.targets import make_adapter
-    from benchmarks.warm_start import _spec, problem_paths, scales
+    from benchmarks.warm_start_work import _spec, problem_paths, scales
 
     paths = problem_paths(names)
     scale = scales(paths, None)

@@ -49,6 +49,13 @@ class Remeasured:
         v = self.kept(key)
         return statistics.median(v) if v else None
 
+    def extend(self, more: Remeasured) -> None:
+        """``more`` rounds of some of the same sources, appended to theirs."""
+        for key, vals in more.values.items():
+            self.values.setdefault(key, []).extend(vals)
+            self.reference_s.setdefault(key, []).extend(more.reference_s.get(key, []))
+        self.errors.update(more.errors)
+
     def to_json(self) -> dict:
         return {"median": {k: self.median(k) for k in self.values}, "rounds": self.values,
                 "reference_s": self.reference_s, "errors": self.errors}

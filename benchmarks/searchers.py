@@ -16,7 +16,11 @@ from __future__ import annotations
 import itertools
 import math
 import random
+import shutil
 import statistics
+import tempfile
+import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -170,6 +174,42 @@ def replay_spec(path: Path, ls: Landscape, name: str, policy: str, seed: int, wo
         "store": {"url": f"sqlite:///{workdir / 'bench.db'}"},
     }
     return parse_spec(data, f"<{name}>", workdir)
+
+
+@dataclass
+class Replayed:
+    """One finished replay campaign of ``replay_seeds``: its store stays open until the next."""
+
+    seed: int
+    store: object
+    landscape: Landscape
+    campaign_id: int
+    summary: object
+    wall_s: float
+
+
+def replay_seeds(path: str | Path, label: str, tag: str, seeds: list[int], budget: int,
+                 scratch: str | None = None) -> Iterator[Replayed]:
+    """Real PUCT campaigns on a replay landscape, one per seed (named ``label.tag.seed``), with
+    ``budget`` evaluations each, in one store of a temporary directory removed afterwards."""
+    from arbor.campaign.run import run_campaign
+    from arbor.search_tree import open_store
+    from arbor.targets.landscape import load_landscape
+
+    ls = load_landscape(path)
+    workdir = Path(tempfile.mkdtemp(prefix="arbor-replay-", dir=scratch))
+    store = open_store(f"sqlite:///{workdir / 'bench.db'}")
+    try:
+        for s in seeds:
+            name = f"{label}.{tag}.{s}"
+            spec = replay_spec(Path(path), ls, name, "puct", s, workdir)
+            spec.budget.max_evaluations = budget
+            t0 = time.monotonic()
+            summ = run_campaign(spec, lambda kind, data: None, store=store)
+            yield Replayed(s, store, ls, store.get_campaign(name).id, summ, time.monotonic() - t0)
+    finally:
+        store.close()
+        shutil.rmtree(workdir, ignore_errors=True)
 
 
 def run_arbor(path: Path, ls: Landscape, policy: str, seed: int, target: float, workdir: Path, store,

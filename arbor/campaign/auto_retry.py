@@ -8,7 +8,7 @@ because a campaign holds one node per artifact. Seen in a warm RMSNorm campaign 
   compiled, and the Critic rejected the fusion as ``env_drift``.
 - The warm campaign ended at 1.37x.
 
-The retry is ``arbor retry``'s node (``enqueue.retry``): the same code, the same move and parent,
+The retry is ``arbor retry``'s node (``retry_node.retry``): the same code, the same move and parent,
 judged like any candidate. It is made once per rejected node (never for a retry), only after
 ``RETRY_AFTER`` other evaluations, so the disturbance has time to pass, and only while the
 evaluation budget has room. State lives in the store: a rejected node is due when no ``retry``
@@ -20,7 +20,7 @@ from __future__ import annotations
 from arbor.search_tree.records import NodeRecord
 
 from .context import Context
-from .retry_node import RETRYABLE, retry
+from .retry_node import RETRYABLE, is_retry, retry
 
 RETRY_AFTER = 1  # other candidates measured between the rejection and its retry
 
@@ -31,7 +31,7 @@ def _retried(ctx: Context) -> set[int]:
 
 def note_rejection(ctx: Context, node: NodeRecord, diagnosis: str | None) -> None:
     """Called with every final verdict: remembers a node the machine's noise rejected."""
-    if node.parent_id is None or diagnosis not in RETRYABLE or node.hypothesis.startswith("retry of node"):
+    if node.parent_id is None or diagnosis not in RETRYABLE or is_retry(node):
         return
     _load(ctx)[node.id] = ctx.evaluations() + RETRY_AFTER
 
@@ -44,7 +44,7 @@ def _load(ctx: Context) -> dict[int, int]:
         due = ctx.retries_due = {
             n.id: 0 for n in ctx.store.nodes(ctx.cid, states=("rejected", "failed"))
             if n.parent_id is not None and n.diagnosis in RETRYABLE and n.id not in done
-            and not n.hypothesis.startswith("retry of node")}
+            and not is_retry(n)}
     return due
 
 

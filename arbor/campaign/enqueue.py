@@ -12,7 +12,7 @@ from arbor.search_tree.records import NodeRecord
 from arbor.search_tree.store import Store, StoreError
 from arbor.spec import CampaignSpec
 
-from .retry_node import RETRYABLE, next_step as _next_step, retry  # noqa: F401 - `arbor retry` imports them here
+from .retry_node import next_step
 
 
 def open_for_write(spec: CampaignSpec) -> tuple[Store, object, object]:
@@ -53,6 +53,6 @@ def enqueue(store: Store, camp, target, source: str, label: str, parent: int | N
         raise StoreError(f"this exact candidate is already node {known.id} ({known.state}) — "
                          f"see `arbor show {known.id}`; use `arbor retry {known.id}` to measure it again")
     node = store.add_node(camp.id, sha, "user", parent_id=par.id, move_id=f"user:{label}", family="user",
-                          hypothesis=f"the user's candidate {label}", step=_next_step(store, camp.id))
+                          hypothesis=f"the user's candidate {label}", step=next_step(store, camp.id))
     store.append_event(camp.id, "enqueue", {"file": label, "parent": par.id}, node_id=node.id, agent="user")
     return node

@@ -13,6 +13,11 @@ from arbor.search_tree.records import NodeRecord
 from arbor.search_tree.store import Store, StoreError
 
 RETRYABLE = {"unstable", "env_drift"}  # noise, not the candidate: worth measuring again
+RETRY_OF = "retry of node"  # how a retry's hypothesis starts
+
+
+def is_retry(node: NodeRecord) -> bool:
+    return node.hypothesis.startswith(RETRY_OF)
 
 
 def retry(store: Store, camp, target, node_id: int, by: str = "user") -> NodeRecord:
@@ -32,7 +37,7 @@ def retry(store: Store, camp, target, node_id: int, by: str = "user") -> NodeRec
         if store.find_node(camp.id, sha) is None:
             break
     node = store.add_node(camp.id, sha, by, parent_id=old.parent_id, move_id=old.move_id, family=old.family,
-                          hypothesis=f"retry of node {old.id} (was {old.diagnosis}): {old.hypothesis}",
+                          hypothesis=f"{RETRY_OF} {old.id} (was {old.diagnosis}): {old.hypothesis}",
                           step=next_step(store, camp.id))
     store.append_event(camp.id, "retry", {"of": old.id}, node_id=node.id, agent=by)
     return node

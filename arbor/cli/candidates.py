@@ -95,7 +95,7 @@ def retry(node: int = typer.Argument(..., help="node rejected as unstable"),
           spec_path: Path = typer.Argument(..., help="campaign YAML"), json_out: bool = JsonOpt) -> None:
     """Measure a node rejected as unstable again (as a new node; the old verdict stays)."""
     from arbor.campaign.changes import CampaignChanged
-    from arbor.campaign.enqueue import retry as again
+    from arbor.campaign.retry_node import retry as again
 
     try:
         store, camp, target = _campaign_write(spec_path)

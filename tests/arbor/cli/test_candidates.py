@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from arbor.campaign.enqueue import open_for_write, retry
+from arbor.campaign.enqueue import open_for_write
+from arbor.campaign.retry_node import retry
 from arbor.search_tree.store import StoreError
 from arbor.spec import load_spec
 
