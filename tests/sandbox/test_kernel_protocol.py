@@ -56,6 +56,7 @@ def test_correct_candidate_is_timed():
     assert KernelMeasurement.from_dict(m.to_dict()) == m
 
 
+@pytest.mark.timing
 def test_the_harness_own_checks_between_samples_do_not_count_as_time_escaping_the_timer():
     """0.5 ms samples: the state swap and check around each (~0.2 ms) made 40% of the phase look
     like escaped work, and a loaded machine then failed an honest baseline as hack_suspected."""
