@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import time
 
+import pytest
+
 from arbor.sandbox.harness import timing
 from tests.sandbox.test_kernel_protocol import GOOD, measure
 
@@ -21,6 +23,7 @@ def _timer(walls, cpus) -> timing.CpuTimer:
     return t
 
 
+@pytest.mark.timing
 def test_single_threaded_work_is_timed_on_cpu_time_and_both_clocks_agree_when_idle():
     m = measure(GOOD)
     assert m.status == "ok", m.error_text

@@ -162,6 +162,7 @@ def runner():
         yield r
 
 
+@pytest.mark.timing
 def test_a_job_runs_in_a_child_of_the_warm_worker_set_up_like_a_fresh_process(runner, monkeypatch):
     monkeypatch.setenv("ARBOR_WARM_TEST_SECRET", SECRET)
     first = runner.run(job("probe"))
@@ -402,6 +403,7 @@ def test_kill_9_of_the_owner_kills_the_worker_and_everything_forked_from_it(tmp_
             os.kill(p, signal.SIGKILL)
 
 
+@pytest.mark.timing
 def test_prewarm_warms_the_script_while_the_caller_goes_on():
     slow = ENTRY.replace("WARMED = os.getpid()", "WARMED = os.getpid()\n    time.sleep(2.0)")
     with LocalRunner() as r:

@@ -30,6 +30,7 @@ def _landscape(tmp_path: Path, s: float) -> Path:
     return path
 
 
+@pytest.mark.timing
 def test_wall_budget_overrun_at_most_10_percent(tmp_path):
     landscape = _landscape(tmp_path, s=0.6)
     max_wall = 6.0
@@ -64,6 +65,7 @@ def _mixed_landscape(tmp_path: Path, short: float, long: float) -> Path:
     return path
 
 
+@pytest.mark.timing
 @pytest.mark.parametrize("seed", [0, 1])
 def test_two_workers_end_inside_max_wall_s(tmp_path, seed):
     """With several workers a step returns as soon as its candidate is on a worker, so the step's

@@ -38,6 +38,7 @@ def _run(job: Job, runner) -> dict:  # a task: what a worker runs with its slot'
     return {"cores": json.loads(r.stdout_tail), "rc": r.returncode}
 
 
+@pytest.mark.timing
 @pytest.mark.skipif(len(available_cores()) < 2, reason="needs 2 cores to pin two slots apart")
 def test_each_slot_pins_its_jobs_and_slots_measure_at_once():
     from functools import partial
