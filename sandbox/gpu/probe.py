@@ -352,7 +352,7 @@ def check_local(runner: LayeredRunner, device: str, *, try_plan: TryPlan | None 
     code = DEVICE_JOB if code is None else code
     k = runner.kernel
     key = probe_key(network=runner.network, filesystem=runner.filesystem, landlock_abi=k.landlock_abi,
-                    netns=k.netns, seccomp=k.seccomp, job_source=code)
+                    netns=k.netns, seccomp=k.seccomp, job_source=code, private_ns=k.private_ns)
     if cache is None and try_plan is None:  # a fake's answers never reach the machine's cache
         cache = ProbeCache()
     stored = cache.get(key) if cache is not None and not exhaustive else None
