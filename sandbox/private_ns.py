@@ -61,16 +61,18 @@ class PrivateNamespaces:
         self.user_ns = os.geteuid() != 0  # root has CAP_SYS_ADMIN; anyone else needs a user namespace
         # a workdir under /dev/shm would vanish under the private tmpfs: then /dev/shm stays the host's
         self.private_shm = os.path.isdir(SHM) and not os.path.realpath(workdir).startswith(SHM + "/")
+        # what the child binds read-only, listed here: the child runs under the job's RLIMIT_AS with
+        # the parent's address space, so it allocates as little as it can
+        self._proc_entries = [f"/proc/{n}".encode() for n in sorted(os.listdir("/proc"))
+                              if not n.isdigit() and n not in _PROC_LINKS and not os.path.islink(f"/proc/{n}")]
 
     def _check(self, rc: int, what: str) -> None:
         if rc != 0:
             err = ctypes.get_errno()
             raise OSError(err, f"{what}: {os.strerror(err)}")
 
-    def _mnt(self, src: str | None, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:
-        enc = (lambda s: None if s is None else s.encode())
-        self._check(self._mount(enc(src), target.encode(), enc(fstype), flags, enc(data)),
-                    f"mount {fstype or 'bind'} on {target}")
+    def _mnt(self, src: bytes | None, target: bytes, fstype: bytes | None, flags: int, data: bytes | None = None) -> None:
+        self._check(self._mount(src, target, fstype, flags, data), f"mount {fstype or 'bind'} on {target.decode()}")
 
     def enter(self) -> None:
         """In the child: returns in PID 2 of a new namespace (the job), the caller's process
@@ -86,19 +88,16 @@ class PrivateNamespaces:
             self._reap(pid, status_r)  # never returns
         os.close(status_r)
         self._prctl(_PR_SET_PDEATHSIG, _SIGKILL, 0, 0, 0)  # the reaper's end (Arbor's death) is ours
-        self._mnt(None, "/", None, _MS_REC | _MS_PRIVATE)  # nothing below propagates to the host
-        self._mnt("proc", "/proc", "proc", _PROC_FLAGS)
-        for name in os.listdir("/proc"):  # everything that is not a process: read-only
-            path = f"/proc/{name}"
-            if name.isdigit() or name in _PROC_LINKS or os.path.islink(path):
-                continue
+        self._mnt(None, b"/", None, _MS_REC | _MS_PRIVATE)  # nothing below propagates to the host
+        self._mnt(b"proc", b"/proc", b"proc", _PROC_FLAGS)
+        for path in self._proc_entries:  # everything that is not a process: read-only
             try:
                 self._mnt(path, path, None, _MS_BIND | _MS_REC)
             except FileNotFoundError:  # an entry that went away (a module unloading)
                 continue
             self._mnt(None, path, None, _MS_REMOUNT | _MS_BIND | _MS_RDONLY | _PROC_FLAGS)
         if self.private_shm:
-            self._mnt("tmpfs", SHM, "tmpfs", _MS_NOSUID | _MS_NODEV, "mode=1777")
+            self._mnt(b"tmpfs", SHM.encode(), b"tmpfs", _MS_NOSUID | _MS_NODEV, b"mode=1777")
         job = os.fork()  # PID 2: PID 1 ignores signals it sends itself (abort(), kill -9 of oneself)
         if job != 0:
             self._init(job, status_w)  # never returns

@@ -206,7 +206,8 @@ def run_suite(opts: SuiteOptions, say: Callable[[str], None] = print,
             run_opts = dataclasses.replace(opts, max_wall_s=opts.deadline.cut(opts.max_wall_s, opts.compare_s))
         try:
             row = run_one(entry, run_opts, calib, say)
-        except KeyboardInterrupt:
+        except KeyboardInterrupt:  # Ctrl-C, or a caller's deadline: the results say where it stopped
+            _write(results_path, {"rows": list(done.values()), "skipped": skipped, "interrupted": entry.key})
             raise
         except Exception as exc:  # noqa: BLE001 - one problem's failure must not end the suite
             text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__

@@ -125,3 +125,22 @@ def test_the_suite_deadline_cuts_each_campaign_and_skips_the_rest_saying_so(tmp_
     assert json.loads((tmp_path / "suite_results.json").read_text())["skipped"] == res["skipped"]
     # nothing started is recorded as done: the same command resumes with the skipped problems
     assert all("error" not in r for r in res["rows"])
+
+
+def test_an_interrupted_suite_says_where_it_stopped(tmp_path: Path, monkeypatch):
+    import arbor.suite.run as run
+
+    calls = []
+
+    def one_problem(entry, opts, calib, say):  # type: ignore[no-untyped-def]
+        calls.append(entry.key)
+        if len(calls) == 2:
+            raise KeyboardInterrupt  # the deadline's SIGINT, landing in the second problem
+        return {"key": entry.key}
+
+    monkeypatch.setattr(run, "run_one", one_problem)
+    opts = run.SuiteOptions(directory=ROOT / "benchmarks" / "problems_gpu", out=tmp_path, device="cuda")
+    with pytest.raises(KeyboardInterrupt):
+        run.run_suite(opts, say=lambda line: None)
+    saved = json.loads((tmp_path / "suite_results.json").read_text())
+    assert [r["key"] for r in saved["rows"]] == calls[:1] and saved["interrupted"] == calls[1]
