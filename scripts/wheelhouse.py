@@ -18,7 +18,9 @@ fetched (and wins at install, which uses ``--upgrade``).
 The host's list often names a package without its version. Such an entry satisfies a requirement
 with no version bound, and a versioned one only for the heavy stacks the host brings (torch,
 triton, numpy, CUDA, JAX: ``HOST_STACK``) — anything else is fetched, because recent wheels need
-newer small dependencies than an older host may have. ``CARRY`` (typing-extensions, anyio, idna,
+newer small dependencies than an older host may have; a fetched wheel that turns out compiled or
+larger than ``SMALL_MB`` is dropped again and the host's copy trusted (the device carries 64 MiB
+in all: matplotlib, pillow and the like are the host's business). ``CARRY`` (typing-extensions, anyio, idna,
 certifi) is fetched whatever the list says: a stale list is the usual way a host turns out older.
 
 The result installs with no network on the target, each wheel only where the target's installed
@@ -64,6 +66,7 @@ DEFAULT_EXCLUDE = ("ray",)
 # Small dependencies always carried (in the tested version): recent wheels need newer ones than an
 # older host has, and the host list names them without versions.
 CARRY = ("typing-extensions", "anyio", "idna", "certifi")
+SMALL_MB = 1.0  # a bare-listed package is carried only as a pure-Python wheel up to this size
 # What the host's stack is: a bare name on its list is trusted for any version of these
 HOST_STACK = re.compile(r"^(torch|torchvision|torchaudio|triton|numpy|scipy|jax|jaxlib|nvidia-.*|cuda-.*|"
                         r"pytorch-triton.*|tensorflow.*)$")
@@ -249,6 +252,10 @@ def build(reqs: list[Requirement], target: Target, have: dict[str, str], dest: P
         if name in plan.fetched:  # a stricter requirement arrived: one version of each, or install fails
             plan.fetched.pop(name)[1].unlink(missing_ok=True)
         wheel = fetch(combined, target, dest)
+        if name not in carried and have.get(name) == "" and not _small(wheel):
+            wheel.unlink(missing_ok=True)  # listed bare and not small: the host's copy is trusted
+            plan.present[name] = ""
+            continue
         _, version, requires = wheel_requirements(wheel)
         plan.fetched[name] = (version, wheel)
         extras = sorted(req.extras)
@@ -307,6 +314,10 @@ def install_main(argv: list[str]) -> int:
     r = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-index", "--no-deps",
                         "--disable-pip-version-check", *map(str, chosen)])
     return 0 if r.returncode == 0 else 1
+
+
+def _small(wheel: Path) -> bool:
+    return wheel.name.endswith("-none-any.whl") and wheel.stat().st_size <= SMALL_MB * 1e6
 
 
 def main(argv: list[str] | None = None) -> int:

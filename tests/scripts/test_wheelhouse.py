@@ -162,3 +162,18 @@ def test_install_with_nothing_to_do_says_so_and_a_bad_folder_is_one_line(tmp_pat
     r = subprocess.run(["bash", str(ROOT / "scripts" / "wheelhouse.sh"), "--install", str(tmp_path / "none"),
                         sys.executable], capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and r.stderr.strip() == "wheelhouse: usage: wheelhouse.py install DIR (a folder of wheels)"
+
+
+def test_a_bare_listed_package_is_carried_only_when_small_and_pure_python(tmp_path, monkeypatch):
+    monkeypatch.setattr(wh, "SMALL_MB", 0.0005)  # 500 bytes: the fake wheels are a few hundred
+    plan, _ = _build(tmp_path, ["small>=2"], have={"small": ""})
+    assert "small" in plan.fetched  # pure Python and small: carried
+    big = _wheel(tmp_path, "big", "1.0", [])
+    with zipfile.ZipFile(big, "a") as zf:
+        zf.writestr("big/data.bin", "x" * 5000)
+
+    def fetch(req, target, dest):  # type: ignore[no-untyped-def]
+        return big
+
+    plan = wh.build([wh.Requirement("big>=1")], TARGET, {"big": ""}, tmp_path, (), fetch, prefer={}, carry=())
+    assert plan.present == {"big": ""} and "big" not in plan.fetched and not big.exists()
