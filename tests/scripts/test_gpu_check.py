@@ -51,3 +51,19 @@ def test_a_stopped_probe_runs_the_bisect_and_the_filesystem_host_retry(tmp_path:
 def test_a_probe_that_starts_the_device_runs_neither(tmp_path: Path):
     _, calls = _check(tmp_path, budget=400)
     assert not any("landlock_rights.py" in c or ".lease_" in c for c in calls)
+
+
+def test_the_lease_ends_inside_its_budget_with_its_files_whatever_the_steps_do(tmp_path: Path):
+    import time
+
+    fake, log = _fake_python(tmp_path, '{"chosen": true}')
+    out = tmp_path / "out"
+    t0 = time.monotonic()
+    res = subprocess.run(["bash", "scripts/gpu_lease.sh", str(out), "45"], capture_output=True, text=True,
+                         timeout=120, env={**os.environ, "PYTHON": str(fake), "PATH": f"{tmp_path}:{os.environ['PATH']}"},
+                         cwd=ROOT)
+    assert res.returncode == 0 and time.monotonic() - t0 < 45, res.stdout + res.stderr
+    assert {p.name for p in out.iterdir()} >= {"env.txt", "check.log", "suite.log", "lease.txt", "logs.tgz"}
+    steps = (out / "lease.txt").read_text()
+    assert "install-arbor: rc 0" in steps and "gpu_check: rc" in steps and "of 45]" in steps, steps
+    assert "too little for the suite" in (out / "suite.log").read_text()
