@@ -16,7 +16,11 @@ to ``kill`` Arbor itself. Unprivileged kernel features close most of that withou
 * ``scope_signal`` — no signals or ptrace to processes outside the job (ABI >= 6), so "kill your
   parent" and "read the parent's environ" fail with EPERM;
 * ``scope_abstract_unix`` — no connecting to abstract unix sockets created outside the job
-  (ABI >= 6).
+  (ABI >= 6);
+* ``private_ns`` — private PID and mount namespaces (``private_ns.py``; root or unprivileged user
+  namespaces): the job's own procfs, writable beneath by every process of the job and nobody
+  else's (CUDA's driver writes its own ``/proc/<pid>``, in a job's children too), and its own
+  ``/dev/shm``. Comes with the Landlock filesystem rules, which it widens only to the job's own.
 
 ``plan_for`` turns the runner settings (``network``, ``filesystem``) and what this kernel offers
 (``KernelSupport``) into the full plan; what the settings ask for but the kernel lacks becomes a
@@ -40,6 +44,7 @@ import sys
 from dataclasses import dataclass
 from functools import lru_cache
 
+from . import private_ns
 from .landlock import FS_ISOLATE, FS_WRITES, Ruleset, landlock_abi, libc
 from .seccomp import NetworkFilter, seccomp_available
 
@@ -61,6 +66,7 @@ LAYERS = {
     "landlock_tcp": "Landlock TCP rules",
     "scope_signal": "Landlock signal scope",
     "scope_abstract_unix": "Landlock abstract-unix-socket scope",
+    "private_ns": "private /proc and /dev/shm (PID + mount namespaces)",
 }
 
 
@@ -74,6 +80,7 @@ class IsolationPlan:
     landlock_tcp: bool = False
     scope_signal: bool = False
     scope_abstract_unix: bool = False
+    private_ns: bool = False
 
     @property
     def layers(self) -> tuple[str, ...]:
@@ -104,6 +111,8 @@ class IsolationPlan:
               for n in ("landlock_fs", "landlock_tcp", "scope_signal", "scope_abstract_unix") if getattr(self, n)]
         if ll:
             parts.append(f"Landlock ({', '.join(ll)})")
+        if self.private_ns:
+            parts.append("private /proc and /dev/shm")
         return " + ".join(parts) or "no isolation layers"
 
     def to_dict(self) -> dict:
@@ -122,10 +131,11 @@ class KernelSupport:
     landlock_abi: int
     netns: bool
     seccomp: bool
+    private_ns: bool = False
 
 
 def kernel_support() -> KernelSupport:
-    return KernelSupport(landlock_abi(), netns_available(), seccomp_available())
+    return KernelSupport(landlock_abi(), netns_available(), seccomp_available(), private_ns.available())
 
 
 def plan_for(network: str, filesystem: str, kernel: KernelSupport) -> IsolationPlan:
@@ -133,7 +143,8 @@ def plan_for(network: str, filesystem: str, kernel: KernelSupport) -> IsolationP
 
     Landlock is used when either setting isolates: under ``filesystem: host`` its filesystem
     part still keeps writes in the workdir (reads anywhere). The scopes come with any Landlock
-    ruleset. Without a network namespace the seccomp filter takes its place."""
+    ruleset, and so do private namespaces where the kernel lets us have them (a job's children
+    start CUDA only with them). Without a network namespace the seccomp filter takes its place."""
     abi = kernel.landlock_abi if (filesystem == "isolate" or network == "none") else 0
     netns = network == "none" and kernel.netns
     return IsolationPlan(
@@ -143,6 +154,7 @@ def plan_for(network: str, filesystem: str, kernel: KernelSupport) -> IsolationP
         landlock_tcp=network == "none" and abi >= 4,
         scope_signal=abi >= 6,
         scope_abstract_unix=abi >= 6,
+        private_ns=abi >= 3 and kernel.private_ns,  # truncation (ABI 3) is part of the /proc grant
     )
 
 
@@ -163,6 +175,10 @@ def plan_notices(network: str, filesystem: str, kernel: KernelSupport) -> list[s
     if filesystem == "isolate" and plan.landlock_fs is None:
         out.append("local sandbox: Landlock unavailable (Linux >= 5.13 needed): candidates can read files "
                    "outside their workdir — use sandbox.kind: docker")
+    if plan.landlock_fs is not None and not plan.private_ns:
+        out.append("local sandbox: no private PID/mount namespaces (needs root or unprivileged user namespaces): "
+                   "a job's child processes cannot start CUDA (error 304) and share the host's /dev/shm "
+                   "read-only — use sandbox.kind: docker for GPU candidates that fork")
     if plan.uses_landlock and not plan.scope_signal:
         out.append(f"local sandbox: Landlock ABI {kernel.landlock_abi} < 6: candidates can signal other "
                    "processes of this user (Arbor included) — use sandbox.kind: docker")
@@ -212,12 +228,14 @@ def make_capability_dropper():  # type: ignore[no-untyped-def]
 class ChildIsolation:
     """One job's isolation, prepared in the parent; ``apply`` in the child, ``close`` in the parent.
 
-    Order in the child: the network namespace first (it needs the capabilities the next step
-    drops), then capabilities, no_new_privs, Landlock, seccomp. Every layer that cannot be applied
-    raises: a job never runs with less than its plan says."""
+    Order in the child: the namespaces first (they need the capabilities the next step drops; the
+    private PID namespace makes the rest happen in a forked child, its parent waiting as a reaper),
+    then capabilities, no_new_privs, Landlock, seccomp. Every layer that cannot be applied raises:
+    a job never runs with less than its plan says."""
 
-    def __init__(self, plan: IsolationPlan, ruleset: Ruleset | None, net_filter: NetworkFilter | None) -> None:
-        self.plan, self.ruleset, self.net_filter = plan, ruleset, net_filter
+    def __init__(self, plan: IsolationPlan, ruleset: Ruleset | None, net_filter: NetworkFilter | None,
+                 namespaces: private_ns.PrivateNamespaces | None = None) -> None:
+        self.plan, self.ruleset, self.net_filter, self.namespaces = plan, ruleset, net_filter, namespaces
         lib = libc()
         self._prctl, self._unshare = lib.prctl, lib.unshare
         self._drop_caps = make_capability_dropper() if os.geteuid() == 0 else None
@@ -225,12 +243,16 @@ class ChildIsolation:
     def apply(self) -> None:
         if self.plan.netns and self._unshare(CLONE_NEWNET) != 0:
             raise OSError(ctypes.get_errno(), "unshare(CLONE_NEWNET) failed")
+        ns = self.namespaces
+        if ns is not None:
+            ns.enter()
         if self._drop_caps is not None:
             self._drop_caps()
         if self._prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
             raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS) failed")
         if self.ruleset is not None:
-            self.ruleset.restrict_self()
+            self.ruleset.restrict_self(private_proc=ns is not None,
+                                       shm=private_ns.SHM if ns is not None and ns.private_shm else None)
         if self.net_filter is not None:
             self.net_filter.install()
 
@@ -249,7 +271,8 @@ def prepare(plan: IsolationPlan, workdir: str, read_paths: list[str] | tuple[str
                                 scope_abstract_unix=plan.scope_abstract_unix)
     try:
         net_filter = NetworkFilter() if plan.seccomp_net else None
-        return ChildIsolation(plan, ruleset, net_filter)
+        namespaces = private_ns.PrivateNamespaces(workdir) if plan.private_ns else None
+        return ChildIsolation(plan, ruleset, net_filter, namespaces)
     except BaseException:
         if ruleset is not None:
             ruleset.close()

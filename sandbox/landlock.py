@@ -14,7 +14,9 @@ worked; granting write+truncate beneath the child's own ``/proc/<pid>`` and noth
 ``cuInit`` succeed). That rule cannot be built in the parent — the path names a process that
 does not exist yet — so ``restrict_self`` adds it in the child from ``/proc/self``, a few
 syscalls. Writing one's own proc files reaches only oneself; ``/proc/sys``, other processes'
-entries and the rest of ``/proc`` stay read-only.
+entries and the rest of ``/proc`` stay read-only. Processes the job forks later are not covered by
+that rule; where the job has private PID and mount namespaces (``private_ns.py``) the rule is on
+its own procfs instead, which holds only the job's processes, and covers them all.
 
 ABI history that matters here: 1 filesystem (Linux 5.13), 2 REFER, 3 TRUNCATE, 4 TCP bind/connect
 (6.7), 5 IOCTL_DEV (6.10), 6 scopes: abstract unix sockets and signals (6.12).
@@ -92,6 +94,7 @@ class Ruleset:
     fd: int
     abi: int
     own_proc: int = 0  # rights on the child's own /proc/<pid>, added in the child (see module doc)
+    fs_bits: int = 0  # the filesystem rights handled: what a private /dev/shm is granted
 
     @classmethod
     def build(cls, abi: int, *, fs: str | None, workdir: str, read_paths: list[str] | tuple[str, ...] = (),
@@ -126,7 +129,7 @@ class Ruleset:
             except OSError:
                 os.close(fd)
                 raise
-        return cls(fd, abi, own_proc=fs_bits & (_WRITE_FILE | _TRUNCATE))
+        return cls(fd, abi, own_proc=fs_bits & (_WRITE_FILE | _TRUNCATE), fs_bits=fs_bits)
 
     @staticmethod
     def _add(ruleset_fd: int, path: str, access: int) -> None:
@@ -145,10 +148,18 @@ class Ruleset:
         finally:
             os.close(pfd)
 
-    def restrict_self(self) -> None:
-        """Called in the child after fork. Needs no_new_privs (set by the caller)."""
-        if self.own_proc:
+    def restrict_self(self, private_proc: bool = False, shm: str | None = None) -> None:
+        """Called in the child after fork. Needs no_new_privs (set by the caller).
+
+        ``private_proc``: ``/proc`` is the job's own procfs (``private_ns.py``), so the write rule
+        covers all of it — every process the job will have — instead of this process's entry.
+        ``shm``: a private tmpfs there, granted like the workdir."""
+        if self.own_proc and private_proc:
+            self._add(self.fd, "/proc", (self.fs_bits & _READ) | self.own_proc)  # a new procfs: not the parent's rule
+        elif self.own_proc:
             self._add(self.fd, "/proc/self", self.own_proc)  # /proc/self opens as this process's /proc/<pid>
+        if shm and self.fs_bits:
+            self._add(self.fd, shm, self.fs_bits)
         if libc().syscall(_SYS_RESTRICT, ctypes.c_int(self.fd), ctypes.c_uint32(0)) != 0:
             raise OSError(ctypes.get_errno(), "landlock_restrict_self failed")
 

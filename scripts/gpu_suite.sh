@@ -5,12 +5,15 @@
 #   ARBOR_GPU_SUITE_DRY=1 scripts/gpu_suite.sh      # CPU dry run: everything but the device
 #
 # --wheelhouse DIR (or $ARBOR_WHEELHOUSE) installs Arbor's dependencies from a folder of wheels
-# with no network first, then Arbor itself (build the folder with scripts/wheelhouse.sh).
+# with no network first (each only where this Python's is missing or older), then Arbor itself
+# (build the folder with scripts/wheelhouse.sh); each install step has a time limit
+# ($ARBOR_INSTALL_LIMIT_S, 120 s). --total-s is a deadline: what does not fit is skipped and named.
 # Then benchmarks/gpu_suite.py checks every generated Triton kernel of benchmarks/problems_gpu
 # against its reference on the device and runs
 # `arbor suite` on the set, printing the suite's table (eager, compile, verified best, vs best-of)
 # and writing benchmarks/results/gpu_suite.json (dry run: gpu_suite_dry.json). docs/gpu.md.
 set -uo pipefail
+export ARBOR_SUITE_T0="${ARBOR_SUITE_T0:-$(date +%s.%N)}"  # --total-s counts from here, install included
 cd "$(dirname "$0")/.."
 PY="${PYTHON:-python3}"
 WHEELHOUSE="${ARBOR_WHEELHOUSE:-}"
@@ -31,9 +34,10 @@ if [ -n "$WHEELHOUSE" ]; then
     echo "gpu_suite.sh: no wheels in $WHEELHOUSE (build them with scripts/wheelhouse.sh)" >&2
     exit 2
   fi
-  "$PY" -m pip install --no-index --no-deps --upgrade "$WHEELHOUSE"/*.whl || exit 1
-  "$PY" -m pip install --no-index --no-deps --no-build-isolation -e . || exit 1
-  if ! "$PY" -c "import arbor.cli, arbor.suite.run" 2>/dev/null; then
+  LIM="${ARBOR_INSTALL_LIMIT_S:-120}"
+  timeout -k 5 "$LIM" bash scripts/wheelhouse.sh --install "$WHEELHOUSE" "$PY" || exit 1
+  timeout -k 5 "$LIM" "$PY" -m pip install --no-index --no-deps --no-build-isolation -e . || exit 1
+  if ! timeout -k 5 60 "$PY" -c "import arbor.cli, arbor.suite.run" 2>/dev/null; then
     echo "gpu_suite.sh: Arbor does not import after installing $WHEELHOUSE — build the wheelhouse for this" \
          "host's Python and platform (scripts/wheelhouse.sh)" >&2
     exit 2

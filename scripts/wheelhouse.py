@@ -15,13 +15,22 @@ installed in a version that satisfies the requirement, that version is fetched: 
 the versions Arbor's tests passed with. A requirement the target has in an older version than needed is
 fetched (and wins at install, which uses ``--upgrade``).
 
-The result installs with no network on the target:
+The host's list often names a package without its version. Such an entry satisfies a requirement
+with no version bound, and a versioned one only for the heavy stacks the host brings (torch,
+triton, numpy, CUDA, JAX: ``HOST_STACK``) — anything else is fetched, because recent wheels need
+newer small dependencies than an older host may have; a fetched wheel that turns out compiled or
+larger than ``SMALL_MB`` is dropped again and the host's copy trusted (the device carries 64 MiB
+in all: matplotlib, pillow and the like are the host's business). ``CARRY`` (typing-extensions, anyio, idna,
+certifi) is fetched whatever the list says: a stale list is the usual way a host turns out older.
 
-    python3 -m pip install --no-index --no-deps DIR/*.whl
+The result installs with no network on the target, each wheel only where the target's installed
+version is missing or older (never a downgrade of what the host's stack was built with):
 
-(``scripts/gpu_check.sh`` does this when given the folder). A one-line error, exit 2, when a
-requirement has no wheel for the target (a source-only release): name it in ``--exclude`` or add
-a platform tag.
+    python3 scripts/wheelhouse.py install DIR        # or: scripts/wheelhouse.sh --install DIR [PYTHON]
+
+(``scripts/gpu_check.sh``, ``gpu_suite.sh`` and ``gpu_lease.sh`` do this when given the folder).
+A one-line error, exit 2, when a requirement has no wheel for the target (a source-only release):
+name it in ``--exclude`` or add a platform tag.
 """
 
 from __future__ import annotations
@@ -54,6 +63,13 @@ ROOT = Path(__file__).resolve().parent.parent
 # Heavy packages only some tests import, and too large to carry to a GPU host in one call
 # (the device tool moves at most 64 MiB): their tests skip where they are missing.
 DEFAULT_EXCLUDE = ("ray",)
+# Small dependencies always carried (in the tested version): recent wheels need newer ones than an
+# older host has, and the host list names them without versions.
+CARRY = ("typing-extensions", "anyio", "idna", "certifi")
+SMALL_MB = 1.0  # a bare-listed package is carried only as a pure-Python wheel up to this size
+# What the host's stack is: a bare name on its list is trusted for any version of these
+HOST_STACK = re.compile(r"^(torch|torchvision|torchaudio|triton|numpy|scipy|jax|jaxlib|nvidia-.*|cuda-.*|"
+                        r"pytorch-triton.*|tensorflow.*)$")
 
 
 class WheelhouseError(Exception):
@@ -116,11 +132,12 @@ def parse_have(text: str) -> dict[str, str]:
 
 
 def satisfied(req: Requirement, have: dict[str, str]) -> bool:
-    version = have.get(canonicalize_name(req.name))
+    name = canonicalize_name(req.name)
+    version = have.get(name)
     if version is None:
         return False
-    if not version:
-        return True  # listed without a version: present, trusted
+    if not version:  # listed without a version: enough for "any", or for the host's own stack
+        return not req.specifier or bool(HOST_STACK.match(name))
     try:
         return req.specifier.contains(Version(version.split("+")[0]), prereleases=True)
     except InvalidVersion:
@@ -201,13 +218,15 @@ def tested_versions() -> dict[str, str]:
 
 def build(reqs: list[Requirement], target: Target, have: dict[str, str], dest: Path,
           exclude: Iterable[str] = DEFAULT_EXCLUDE, fetch: Fetch = pip_fetch,
-          prefer: dict[str, str] | None = None) -> Plan:
+          prefer: dict[str, str] | None = None, carry: Iterable[str] = CARRY) -> Plan:
     """Walk the requirement graph breadth-first, fetching what the target lacks, in the version
-    given by ``prefer`` (default: the versions installed here) where it satisfies the requirement."""
+    given by ``prefer`` (default: the versions installed here) where it satisfies the requirement.
+    ``carry``: fetched whatever ``have`` says (the install decides by what is really there)."""
     prefer = tested_versions() if prefer is None else prefer
     plan = Plan()
     skip = {canonicalize_name(e) for e in exclude}
-    queue: list[tuple[Requirement, str]] = [(r, "") for r in reqs]
+    carried = {canonicalize_name(c) for c in carry}
+    queue: list[tuple[Requirement, str]] = [(r, "") for r in reqs] + [(Requirement(c), "") for c in carry]
     seen_specs: dict[str, SpecifierSet] = {}
     while queue:
         req, extra = queue.pop(0)
@@ -217,7 +236,7 @@ def build(reqs: list[Requirement], target: Target, have: dict[str, str], dest: P
         if name in skip:
             plan.excluded.add(name)
             continue
-        if satisfied(req, have):
+        if name not in carried and satisfied(req, have):
             plan.present[name] = have[name]
             continue
         spec = seen_specs.get(name, SpecifierSet()) & req.specifier
@@ -233,6 +252,10 @@ def build(reqs: list[Requirement], target: Target, have: dict[str, str], dest: P
         if name in plan.fetched:  # a stricter requirement arrived: one version of each, or install fails
             plan.fetched.pop(name)[1].unlink(missing_ok=True)
         wheel = fetch(combined, target, dest)
+        if name not in carried and have.get(name) == "" and not _small(wheel):
+            wheel.unlink(missing_ok=True)  # listed bare and not small: the host's copy is trusted
+            plan.present[name] = ""
+            continue
         _, version, requires = wheel_requirements(wheel)
         plan.fetched[name] = (version, wheel)
         extras = sorted(req.extras)
@@ -244,7 +267,63 @@ def build(reqs: list[Requirement], target: Target, have: dict[str, str], dest: P
     return plan
 
 
+def wheel_version(wheel: Path) -> tuple[str, str]:
+    """(canonical name, version) from a wheel's file name (PEP 427: name-version-...)."""
+    name, version = wheel.name.split("-")[:2]
+    return canonicalize_name(name), version
+
+
+def installed_versions() -> dict[str, str]:
+    """What this interpreter has (the target's, when run there)."""
+    return tested_versions()
+
+
+def to_install(wheels: Iterable[Path], installed: dict[str, str]) -> tuple[list[Path], dict[str, str]]:
+    """The wheels to install — missing here, or newer than what is here — and why each other is
+    left out. Never a downgrade: the host's stack was built against what it has."""
+    chosen, kept = [], {}
+    for wheel in sorted(wheels):
+        name, version = wheel_version(wheel)
+        have = installed.get(name)
+        try:
+            older = have is None or Version(have.split("+")[0]) < Version(version.split("+")[0])
+        except InvalidVersion:
+            older = False  # an installed version we cannot read: leave it as it is
+        if older:
+            chosen.append(wheel)
+        else:
+            kept[name] = f"{have} installed, the wheel has {version}"
+    return chosen, kept
+
+
+def install_main(argv: list[str]) -> int:
+    """``install DIR``: pip-install (no index, no deps) the wheels of DIR this interpreter lacks or
+    has older; one line per decision."""
+    if len(argv) != 1 or not Path(argv[0]).is_dir():
+        print("wheelhouse: usage: wheelhouse.py install DIR (a folder of wheels)", file=sys.stderr)
+        return 2
+    wheels = sorted(Path(argv[0]).glob("*.whl"))
+    chosen, kept = to_install(wheels, installed_versions())
+    for name, why in sorted(kept.items()):
+        print(f"  kept     {name}: {why}")
+    for wheel in chosen:
+        print(f"  install  {wheel.name}")
+    if not chosen:
+        print(f"wheelhouse: nothing to install from {argv[0]} ({len(wheels)} wheels, all present and as new)")
+        return 0
+    r = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-index", "--no-deps",
+                        "--disable-pip-version-check", *map(str, chosen)])
+    return 0 if r.returncode == 0 else 1
+
+
+def _small(wheel: Path) -> bool:
+    return wheel.name.endswith("-none-any.whl") and wheel.stat().st_size <= SMALL_MB * 1e6
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["install"]:
+        return install_main(argv[1:])
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("python", help="target Python version, e.g. 3.12")
     ap.add_argument("platform", help="target platform tag, e.g. manylinux_2_28_x86_64 (or x86_64)")
@@ -270,7 +349,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  fetched  {name} {version}  ({wheel.stat().st_size / 1e6:.1f} MB)")
     print(f"{len(plan.fetched)} wheels, {size / 1e6:.1f} MB in {dest}; {len(plan.present)} requirements "
           f"already on the target; excluded: {', '.join(sorted(plan.excluded)) or 'none'}")
-    print(f"install there with:  python{args.python} -m pip install --no-index --no-deps --upgrade {dest}/*.whl")
+    print(f"install there with:  python{args.python} scripts/wheelhouse.py install {dest}")
     return 0
 
 

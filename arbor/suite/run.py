@@ -9,6 +9,7 @@ was too noisy to measure) and resumes an interrupted campaign where it stopped.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import time
@@ -21,6 +22,7 @@ import yaml
 from ..spec import parse_spec
 from .calibrate import CalibrationError, calibrate
 from .compare import compare
+from .deadline import Deadline
 from .discover import Entry, discover
 from .collapse import collapse_moves, open_suite_store
 from .headroom import reference_headroom
@@ -46,6 +48,11 @@ class SuiteOptions:
     exclude: list[str] = field(default_factory=list)  # skills or move ids the campaigns leave out
     precision: str = "fp32"  # target.precision of every campaign (KernelBench's fp32 | fp16 | bf16)
     family_posterior: bool = True  # False: the ablation benchmarks/generalization.py runs as "before"
+    # the whole suite's deadline (deadline.py): a problem's max_wall_s is cut to what is left less
+    # compare_s (its compare job), and a problem that would get less than min_problem_s is skipped
+    deadline: Deadline | None = None
+    compare_s: float = 20.0
+    min_problem_s: float = 40.0
 
     def fixed_scale(self) -> float | None:
         return self.scale if self.scale is not None else (1.0 if self.device == "cuda" else None)
@@ -173,21 +180,34 @@ def _annotate(row: dict, spec) -> None:  # type: ignore[no-untyped-def]
         row["speed_of_light"] = reference_headroom(store, spec.name) if store is not None else None
 
 
-def run_suite(opts: SuiteOptions, say: Callable[[str], None] = print) -> dict:
+def run_suite(opts: SuiteOptions, say: Callable[[str], None] = print,
+              on_row: Callable[[list[dict], dict[str, str]], None] | None = None) -> dict:
+    """``on_row(rows, skipped)`` after each problem: a caller's own results file, written as it goes."""
     entries = discover(opts.directory, opts.ids, opts.levels)
     opts.out.mkdir(parents=True, exist_ok=True)
     calib = _read(opts.out / "calibration.json", {})
     results_path = opts.out / "suite_results.json"
     done = {r["key"]: r for r in _read(results_path, {}).get("rows", [])}
-    rows = []
+    rows: list[dict] = []
+    skipped: dict[str, str] = {}  # key -> why: never started, so a resumed suite runs it
     for entry in entries:
         if entry.key in done and "error" not in done[entry.key] and not _baseline_unstable(
                 done[entry.key].get("stop_reason")):
             rows.append(done[entry.key])
             continue
+        run_opts = opts
+        if opts.deadline is not None:
+            why = opts.deadline.why_not(opts.min_problem_s)
+            if why is not None:
+                if not skipped:
+                    say(f"{entry.key} and the rest: {why}")
+                skipped[entry.key] = why
+                continue
+            run_opts = dataclasses.replace(opts, max_wall_s=opts.deadline.cut(opts.max_wall_s, opts.compare_s))
         try:
-            row = run_one(entry, opts, calib, say)
-        except KeyboardInterrupt:
+            row = run_one(entry, run_opts, calib, say)
+        except KeyboardInterrupt:  # Ctrl-C, or a caller's deadline: the results say where it stopped
+            _write(results_path, {"rows": list(done.values()), "skipped": skipped, "interrupted": entry.key})
             raise
         except Exception as exc:  # noqa: BLE001 - one problem's failure must not end the suite
             text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
@@ -197,12 +217,15 @@ def run_suite(opts: SuiteOptions, say: Callable[[str], None] = print) -> dict:
             say(f"{entry.key}: failed: {text}")
         rows.append(row)
         done[entry.key] = row
-        _write(results_path, {"rows": list(done.values())})
+        _write(results_path, {"rows": list(done.values()), "skipped": skipped})
+        if on_row is not None:
+            on_row(rows, skipped)
     summ = summary(rows)
     meta = {"dir": str(opts.directory), "budget": opts.budget, "time_target_ms": opts.time_target_ms,
             "max_cv": opts.max_cv, "device": opts.device, "scale": opts.fixed_scale(), "precision": opts.precision,
             "load_avg": [round(x, 2) for x in os.getloadavg()]}
     _write(results_path, {"rows": list(done.values()), "selected": [r["key"] for r in rows], "summary": summ,
-                          "meta": meta})
+                          "meta": meta, "skipped": skipped})
     page = write_page(opts.out, rows, summ, meta)
-    return {"rows": rows, "summary": summ, "table": markdown(rows, summ), "page": str(page), "meta": meta}
+    return {"rows": rows, "summary": summ, "table": markdown(rows, summ), "page": str(page), "meta": meta,
+            "skipped": skipped}

@@ -62,7 +62,7 @@ DOCKER_FIX = ("install the NVIDIA container toolkit where dockerd runs (docker i
 DRIVER_FIX = ("check the driver and torch outside Arbor (nvidia-smi; python -c 'import torch; torch.cuda.init()'), "
               "or set target.device: cpu")
 # what to give up first when only a combination of layers breaks the device
-_GIVE_UP_ORDER = ("scope_abstract_unix", "landlock_tcp", "netns", "seccomp_net", "landlock_fs", "scope_signal")
+_GIVE_UP_ORDER = ("private_ns", "scope_abstract_unix", "landlock_tcp", "netns", "seccomp_net", "landlock_fs", "scope_signal")
 
 TryPlan = Callable[[IsolationPlan | None], tuple[bool, str]]  # None: bare, outside the runner
 
@@ -227,6 +227,9 @@ def _replace(full: IsolationPlan, broken: list[str], trials: _Trials, filesystem
             lost = lost or "network"
     if "scope_signal" in broken:
         lost = lost or "signals"
+    if "private_ns" in broken:
+        changes.append("private /proc and /dev/shm off: the job's own first process starts the device, its child "
+                       "processes cannot (CUDA error 304), and /dev/shm is the host's, read-only")
     if "scope_abstract_unix" in broken:
         changes.append("Landlock abstract-unix-socket scope off: " + (
             "abstract unix sockets stay confined to the candidate's own network namespace" if plan.netns else
@@ -349,7 +352,7 @@ def check_local(runner: LayeredRunner, device: str, *, try_plan: TryPlan | None 
     code = DEVICE_JOB if code is None else code
     k = runner.kernel
     key = probe_key(network=runner.network, filesystem=runner.filesystem, landlock_abi=k.landlock_abi,
-                    netns=k.netns, seccomp=k.seccomp, job_source=code)
+                    netns=k.netns, seccomp=k.seccomp, job_source=code, private_ns=k.private_ns)
     if cache is None and try_plan is None:  # a fake's answers never reach the machine's cache
         cache = ProbeCache()
     stored = cache.get(key) if cache is not None and not exhaustive else None

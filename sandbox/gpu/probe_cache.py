@@ -2,7 +2,7 @@
 
 The probe costs several device jobs (seconds each), and its answer depends only on the machine
 and the settings, so it is kept per *key*: host, kernel, GPU driver, device vendor, what the
-kernel offers (Landlock ABI, network namespace, seccomp), the runner settings (network,
+kernel offers (Landlock ABI, network namespace, seccomp, private namespaces), the runner settings (network,
 filesystem), the interpreter and torch, root or not, and the probe itself (its version and the
 device job's source). Any change there — a driver upgrade, a new kernel, another setting — is a
 cache miss and the probe runs again.
@@ -28,7 +28,8 @@ from ..cache_dir import arbor_cache_dir
 
 __all__ = ["ProbeCache", "probe_key", "driver_version", "default_cache_path", "PROBE_VERSION"]
 
-PROBE_VERSION = 2  # bump when the probe's decisions change meaning (2: a job may write its own /proc/<pid>)
+PROBE_VERSION = 3  # bump when the probe's decisions change meaning (2: a job may write its own /proc/<pid>;
+                   # 3: the private_ns layer — a plan cached before it would leave it out)
 NVIDIA_VERSION_FILES = ("/sys/module/nvidia/version", "/proc/driver/nvidia/version")
 AMD_MODULE = "/sys/module/amdgpu"
 
@@ -61,12 +62,12 @@ def _torch_version() -> str:
 
 
 def probe_key(*, network: str, filesystem: str, landlock_abi: int, netns: bool, seccomp: bool,
-              job_source: str, runner: str = "local") -> dict:
+              job_source: str, runner: str = "local", private_ns: bool = False) -> dict:
     """Everything the probe's answer depends on (see the module docstring)."""
     vendor, driver = driver_version()
     return {"probe": PROBE_VERSION, "runner": runner, "host": socket.gethostname(), "kernel": platform.release(),
             "vendor": vendor, "driver": driver, "landlock_abi": landlock_abi, "netns": netns, "seccomp": seccomp,
-            "network": network, "filesystem": filesystem, "root": os.geteuid() == 0,
+            "private_ns": private_ns, "network": network, "filesystem": filesystem, "root": os.geteuid() == 0,
             "python": f"{sys.executable} {platform.python_version()}", "torch": _torch_version(),
             "job": hashlib.sha256(job_source.encode()).hexdigest()[:16]}
 

@@ -26,6 +26,11 @@ from arbor.sandbox.runner import Job, PythonEntry, SandboxError
 from tests.hostile.helpers import job_processes, leftovers
 
 PY = sys.executable
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _host_pids(host_pids):  # these tests follow a job's processes by the pids it reports
+    yield
 SECRET = "warm-secret-71c2"
 ENTRY = textwrap.dedent('''
     import json, os, signal, socket, subprocess, sys, threading, time

@@ -19,8 +19,8 @@ from arbor.sandbox.local_runner import LocalRunner
 from arbor.sandbox.runner import Job
 
 PY = sys.executable
-ROOT = KernelSupport(landlock_abi=7, netns=True, seccomp=True)
-USER = KernelSupport(landlock_abi=7, netns=False, seccomp=True)
+ROOT = KernelSupport(landlock_abi=7, netns=True, seccomp=True, private_ns=True)
+USER = KernelSupport(landlock_abi=7, netns=False, seccomp=True, private_ns=True)  # user namespaces allowed
 
 needs_abi6 = pytest.mark.skipif(isolation.landlock_abi() < 6, reason="needs Landlock ABI >= 6 (Linux >= 6.12)")
 needs_seccomp = pytest.mark.skipif(not isolation.seccomp_available(), reason="no seccomp filters here")
@@ -29,12 +29,14 @@ needs_seccomp = pytest.mark.skipif(not isolation.seccomp_available(), reason="no
 # ----------------------------------------------------------------------------- the plan
 def test_plan_follows_the_settings_and_the_kernel():
     full = plan_for("none", "isolate", ROOT)
-    assert full.layers == ("netns", "landlock_fs", "landlock_tcp", "scope_signal", "scope_abstract_unix")
+    assert full.layers == ("netns", "landlock_fs", "landlock_tcp", "scope_signal", "scope_abstract_unix",
+                           "private_ns")
     assert full.landlock_fs == FS_ISOLATE
     # without root the seccomp filter is the network layer
     assert plan_for("none", "isolate", USER).layers[0] == "seccomp_net"
     # network: host takes every network layer away, TCP rules included
-    assert plan_for("host", "isolate", ROOT).layers == ("landlock_fs", "scope_signal", "scope_abstract_unix")
+    assert plan_for("host", "isolate", ROOT).layers == ("landlock_fs", "scope_signal", "scope_abstract_unix",
+                                                        "private_ns")
     assert plan_for("none", "host", ROOT).landlock_fs == FS_WRITES  # writes stay in the workdir
     assert plan_for("host", "host", ROOT) == IsolationPlan()
     assert plan_for("none", "isolate", KernelSupport(3, False, False)).layers == ("landlock_fs",)
@@ -42,19 +44,20 @@ def test_plan_follows_the_settings_and_the_kernel():
 
 def test_plan_values_compose():
     full = plan_for("none", "isolate", ROOT)
-    assert full.without("scope_abstract_unix").layers == full.layers[:-1]
+    assert full.without("scope_abstract_unix").layers == full.layers[:-2] + ("private_ns",)
     assert full.only("landlock_fs") == IsolationPlan(landlock_fs=FS_ISOLATE)
     assert IsolationPlan.from_dict(full.to_dict()) == full
     assert "abstract-unix scope" in full.describe() and "private network namespace" in full.describe()
     assert "abstract-unix" not in full.without("scope_abstract_unix").describe()
+    assert "private /proc" in full.describe() and "private /proc" not in full.without("private_ns").describe()
 
 
 def test_notices_say_what_the_kernel_lacks():
     assert plan_notices("none", "isolate", ROOT) == []
     (net,) = plan_notices("none", "isolate", USER)
     assert "seccomp filter" in net and "Landlock scope" in net
-    net, signals = plan_notices("none", "isolate", KernelSupport(4, False, False))
-    assert "UDP still open" in net and "ABI 4 < 6" in signals
+    net, forks, signals = plan_notices("none", "isolate", KernelSupport(4, False, False))
+    assert "UDP still open" in net and "cannot start CUDA" in forks and "ABI 4 < 6" in signals
     text = " ".join(plan_notices("none", "isolate", KernelSupport(0, False, False)))
     assert "Landlock unavailable" in text and "reach the network" in text
 

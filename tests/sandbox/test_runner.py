@@ -24,6 +24,11 @@ from tests.hostile.helpers import job_processes
 PY = sys.executable
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _host_pids(host_pids):  # these tests follow a job's processes by the pids it reports
+    yield
+
+
 def _dead(pid: int, wait_s: float = 3.0) -> bool:
     """True once ``pid`` is gone or a zombie (killed but not yet reaped by init)."""
     deadline = time.monotonic() + wait_s

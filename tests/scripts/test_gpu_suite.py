@@ -40,8 +40,7 @@ def test_wheelhouse_installs_offline_then_runs_the_suite_with_the_other_argument
                env={"PYTHON": str(fake), "ARBOR_WHEELHOUSE": ""})
     assert res.returncode == 0, res.stderr
     calls = log.read_text().splitlines()
-    assert calls[0] == (f"-m pip install --no-index --no-deps --upgrade {wheels}/a-1.0-py3-none-any.whl "
-                        f"{wheels}/b-2.0-py3-none-any.whl")
+    assert calls[0] == f"scripts/wheelhouse.py install {wheels}"  # each wheel only where missing or older
     assert calls[1] == "-m pip install --no-index --no-deps --no-build-isolation -e ."
     assert calls[2] == "-c import arbor.cli, arbor.suite.run"  # installed: Arbor imports
     assert calls[3] == "-m benchmarks.gpu_suite --ids 1,2 --budget 3"
@@ -92,3 +91,56 @@ def test_dry_run_exercises_the_suite_and_the_triton_moves_on_cpu(tmp_path: Path)
     assert "triton-fused" in history, history
     for bad in ("incorrect", "hack_suspected", "runtime_error", "compile_error"):
         assert bad not in history, history
+
+
+def test_the_suite_deadline_cuts_each_campaign_and_skips_the_rest_saying_so(tmp_path: Path, monkeypatch):
+    """The deadline logic with a fake clock and fake problems: each takes 50 s; 130 s allow two."""
+    import arbor.suite.run as run
+    from arbor.suite.deadline import Deadline
+
+    now, walls, written = [0.0], [], []
+
+    def one_problem(entry, opts, calib, say):  # type: ignore[no-untyped-def]
+        walls.append(opts.max_wall_s)
+        now[0] += 50.0
+        return {"key": entry.key}
+
+    def after_each(rows, skipped):  # type: ignore[no-untyped-def]
+        written.append(json.loads((tmp_path / "suite_results.json").read_text())["rows"])
+
+    monkeypatch.setattr(run, "run_one", one_problem)
+    monkeypatch.setattr(run, "write_page", lambda *a: tmp_path / "page.html")
+    monkeypatch.setattr(run, "summary", lambda rows: {"problems": len(rows)})
+    monkeypatch.setattr(run, "markdown", lambda rows, summ: "")
+    said: list[str] = []
+    opts = run.SuiteOptions(directory=ROOT / "benchmarks" / "problems_gpu", out=tmp_path, max_wall_s=100.0,
+                            device="cuda", deadline=Deadline(130.0, clock=lambda: now[0]), compare_s=20.0,
+                            min_problem_s=40.0)
+    res = run.run_suite(opts, say=said.append, on_row=after_each)
+    assert walls == [100.0, 60.0]  # the second campaign gets what is left less its compare job
+    assert [r["key"] for r in res["rows"]] == [r["key"] for r in written[-1]] and len(written) == 2
+    assert len(res["skipped"]) == 10 and set(res["skipped"].values()) == {
+        "skipped: the suite's deadline (130 s) leaves 30 s, a problem needs at least 40 s"}
+    assert said == [f"{next(iter(res['skipped']))} and the rest: {next(iter(res['skipped'].values()))}"]
+    assert json.loads((tmp_path / "suite_results.json").read_text())["skipped"] == res["skipped"]
+    # nothing started is recorded as done: the same command resumes with the skipped problems
+    assert all("error" not in r for r in res["rows"])
+
+
+def test_an_interrupted_suite_says_where_it_stopped(tmp_path: Path, monkeypatch):
+    import arbor.suite.run as run
+
+    calls = []
+
+    def one_problem(entry, opts, calib, say):  # type: ignore[no-untyped-def]
+        calls.append(entry.key)
+        if len(calls) == 2:
+            raise KeyboardInterrupt  # the deadline's SIGINT, landing in the second problem
+        return {"key": entry.key}
+
+    monkeypatch.setattr(run, "run_one", one_problem)
+    opts = run.SuiteOptions(directory=ROOT / "benchmarks" / "problems_gpu", out=tmp_path, device="cuda")
+    with pytest.raises(KeyboardInterrupt):
+        run.run_suite(opts, say=lambda line: None)
+    saved = json.loads((tmp_path / "suite_results.json").read_text())
+    assert [r["key"] for r in saved["rows"]] == calls[:1] and saved["interrupted"] == calls[1]

@@ -60,7 +60,7 @@ INDEX = {
 def _build(tmp_path, reqs, have=None, prefer=None, exclude=()):  # type: ignore[no-untyped-def]
     index = FakeIndex(INDEX)
     plan = wh.build([wh.Requirement(r) for r in reqs], TARGET, have or {}, tmp_path, exclude, index,
-                    prefer=prefer or {})
+                    prefer=prefer or {}, carry=())
     return plan, index
 
 
@@ -124,3 +124,56 @@ def test_bad_arguments_are_one_line_errors(tmp_path, args, needle):
     assert r.returncode == 2 and needle in r.stderr and len(r.stderr.strip().splitlines()) == 1
     assert "Traceback" not in r.stderr
 
+
+
+def test_a_bare_name_on_the_host_list_is_trusted_only_for_any_version_or_the_hosts_stack(tmp_path):
+    plan, _ = _build(tmp_path, ["app-dep"], have={"app-dep": "", "small": "", "torch": ""})
+    assert "app-dep" in plan.present  # no version asked for: present is enough
+    plan, _ = _build(tmp_path, ["small>=1", "torch>=2.2"], have={"small": "", "torch": ""})
+    assert plan.fetched["small"][0] == "2.0" and plan.present["torch"] == ""  # torch: the host's own stack
+
+
+def test_the_carried_small_dependencies_are_fetched_whatever_the_host_lists(tmp_path):
+    index = FakeIndex({**INDEX, "certifi": {"2025.1.1": []}, "idna": {"3.10": []}})
+    plan = wh.build([wh.Requirement("tiny")], TARGET, {"tiny": "0.1", "certifi": "2020.1.1", "idna": ""}, tmp_path,
+                    (), index, prefer={"certifi": "2025.1.1"}, carry=("certifi", "idna"))
+    assert plan.fetched["certifi"][0] == "2025.1.1" and plan.fetched["idna"][0] == "3.10"
+    assert plan.present == {"tiny": "0.1"}
+    assert set(wh.CARRY) == {"typing-extensions", "anyio", "idna", "certifi"}
+
+
+def test_install_takes_a_wheel_only_where_the_host_is_missing_it_or_older(tmp_path):
+    wheels = [_wheel(tmp_path, "anyio", "4.9.0", []), _wheel(tmp_path, "idna", "3.10", []),
+              _wheel(tmp_path, "certifi", "2025.1.1", []), _wheel(tmp_path, "typing-extensions", "4.14.0", [])]
+    chosen, kept = wh.to_install(wheels, {"anyio": "3.7.1", "idna": "3.10", "certifi": "2026.2.1",
+                                          "typing-extensions": "4.14.0+local"})
+    assert [wh.wheel_version(w)[0] for w in chosen] == ["anyio"]  # older here: upgraded
+    assert set(kept) == {"idna", "certifi", "typing-extensions"}  # as new, or newer: never downgraded
+    assert "2026.2.1 installed" in kept["certifi"]
+    chosen, _ = wh.to_install(wheels, {})
+    assert len(chosen) == 4  # nothing there: all of them
+
+
+def test_install_with_nothing_to_do_says_so_and_a_bad_folder_is_one_line(tmp_path):
+    _wheel(tmp_path, "pip", "0.1", [])  # older than any pip: kept
+    r = subprocess.run([sys.executable, str(ROOT / "scripts" / "wheelhouse.py"), "install", str(tmp_path)],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and "nothing to install" in r.stdout and "kept     pip" in r.stdout, r.stdout + r.stderr
+    r = subprocess.run(["bash", str(ROOT / "scripts" / "wheelhouse.sh"), "--install", str(tmp_path / "none"),
+                        sys.executable], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and r.stderr.strip() == "wheelhouse: usage: wheelhouse.py install DIR (a folder of wheels)"
+
+
+def test_a_bare_listed_package_is_carried_only_when_small_and_pure_python(tmp_path, monkeypatch):
+    monkeypatch.setattr(wh, "SMALL_MB", 0.0005)  # 500 bytes: the fake wheels are a few hundred
+    plan, _ = _build(tmp_path, ["small>=2"], have={"small": ""})
+    assert "small" in plan.fetched  # pure Python and small: carried
+    big = _wheel(tmp_path, "big", "1.0", [])
+    with zipfile.ZipFile(big, "a") as zf:
+        zf.writestr("big/data.bin", "x" * 5000)
+
+    def fetch(req, target, dest):  # type: ignore[no-untyped-def]
+        return big
+
+    plan = wh.build([wh.Requirement("big>=1")], TARGET, {"big": ""}, tmp_path, (), fetch, prefer={}, carry=())
+    assert plan.present == {"big": ""} and "big" not in plan.fetched and not big.exists()

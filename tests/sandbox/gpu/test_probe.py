@@ -150,9 +150,11 @@ def test_real_jobs_find_the_layer_that_breaks_the_device(host, tmp_path):
     with LocalRunner(network="host", device_check=False) as r:
         p = check_local(r, "cuda", code=host.job({"scope_abstract_unix"}), cache=ProbeCache(tmp_path / "c.json"))
         assert r.plan == r.full_plan.without("scope_abstract_unix") and p.notice in r.notices
+        private = r.full_plan.private_ns  # where this machine gives jobs private namespaces
     seen = labels(p)
     assert seen == {"bare": True, "full": False, "only landlock_fs": True, "only scope_signal": True,
-                    "only scope_abstract_unix": False, "without scope_abstract_unix": True}
+                    "only scope_abstract_unix": False, "without scope_abstract_unix": True,
+                    **({"only private_ns": True} if private else {})}
     failed = next(a for a in p.attempts if a.label == "only scope_abstract_unix")
     assert "under scope_abstract_unix" in failed.error  # the fake's own error line, carried through
     assert "Error 304" in p.notice
