@@ -85,6 +85,8 @@ def named_paths(text: str) -> list[str]:
     out = []
     for m in PATH.finditer(text):
         p = m.group(1)
+        if text[m.end():m.end() + 1] == "<":  # a prefix and a placeholder: gpu_check_<host>.json
+            p += "*"
         if OUTPUT_FLAG.search(text[max(0, m.start() - 16):m.start()]) or "arbor_runs" in p:
             continue
         out.append(p)
@@ -134,5 +136,6 @@ def test_the_checks_themselves_can_fail():
                                                                       "benchmarks/results/dev_subset_after/"]
     assert named_paths("run `x --out benchmarks/results/gen_before` then see benchmarks/none.py") == \
         ["benchmarks/none.py"]
+    assert named_paths("writes benchmarks/results/gpu_check_<host>.json") == ["benchmarks/results/gpu_check_*"]
     assert slug("Does the GPU start inside the sandbox?") == "does-the-gpu-start-inside-the-sandbox"
     assert "stopping" in anchors(REPO / "docs" / "architecture.md")
