@@ -25,7 +25,7 @@ from .run_guard import Heartbeat, new_owner
 from .parallel import close_parallel, open_parallel
 from .profiling import restore_profile
 from .sandbox_setup import open_sandbox
-from .steps import best_node
+from .final_best import pick
 from .verify import read_final_verification
 
 STALE_LEASE_S = 60.0
@@ -179,13 +179,11 @@ def summarize(store: Store, name: str, write_best_to: Path | None = None) -> Sum
     camp = store.get_campaign(name)
     nodes = store.nodes(camp.id)
     root = next((n for n in nodes if n.id == camp.root_node_id), None)
-    best = best_node(nodes)
-    verified = read_final_verification(store, camp.id)
-    if verified and verified.get("best") is not None:  # the median of several measurements decides
-        best = next((n for n in nodes if n.id == verified["best"]), best)
-        verified = next((v for v in verified["nodes"] if v["node_id"] == best.id), None)
-    else:
-        verified = None
+    outcome = read_final_verification(store, camp.id)
+    final = pick(nodes, outcome)  # the median of several measurements decides (final_best.py)
+    best = final.node
+    verified = next((v for v in outcome["nodes"] if v["node_id"] == best.id), None) \
+        if final.verified and best is not None else None
     baseline_s = best_s = None
     ci = None
     if root is not None:

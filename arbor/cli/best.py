@@ -29,34 +29,29 @@ class Winner:
 
 
 def find_winner(store, camp, problem: str | None) -> Winner:
+    from arbor.campaign.final_best import final_best
     from arbor.campaign.run import _accepted_stats
-    from arbor.campaign.steps import best_node
-    from arbor.campaign.verify import read_final_verification
 
-    verified = read_final_verification(store, camp.id)
-    if verified and verified.get("best") is not None:
-        node, speedup = store.get_node(verified["best"]), verified["speedup"]
-    else:
-        node = best_node(store.nodes(camp.id))
-        speedup = node.speedup if node is not None else None
+    final = final_best(store, camp.id)  # the node and number every other surface shows
+    node, speedup, is_verified = final.node, final.speedup, final.verified
     if node is None or node.parent_id is None:  # the baseline is not a win
         return Winner(camp.name, camp.kind, None, None, None, False, None, problem)
     from arbor.campaign.one_number import paired_estimate
 
     # the CI of the same estimate as the number: for a verified median, the paired measurement
     # whose ratio it is; otherwise the Critic's own interval of its value
-    is_verified = bool(verified and verified.get("best"))
     est = paired_estimate(store, node.id, speedup) if speedup and is_verified else None
     stats = _accepted_stats(store, node.id) or {}
     ci = est[2] if est else ((stats["ci_low"], stats["ci_high"]) if stats.get("ci_low") is not None else None)
-    return Winner(camp.name, camp.kind, node.id, speedup, ci, bool(verified and verified.get("best")),
+    return Winner(camp.name, camp.kind, node.id, speedup, ci, is_verified,
                   store.get_artifact(node.artifact_sha), problem, node.speedup)
 
 
 def header(w: Winner, output: Path, spec_file: str | None) -> str:
     """A comment block for Python artifacts (a JSON config takes no comments: written as is)."""
     ci = f" (95% CI [{w.ci[0]:.3f}, {w.ci[1]:.3f}])" if w.ci else ""
-    how = "median of the final verification" if w.verified else "Critic-accepted"
+    how = (f"median of the final verification (Critic value {w.node_speedup:.3f}x)" if w.verified and w.node_speedup
+           else "median of the final verification" if w.verified else "Critic-accepted")
     check = (f"arbor eval {w.problem} {output}" + (f" --spec {spec_file}" if spec_file else "")) if w.problem \
         else f"arbor best {spec_file or 'CAMPAIGN.yaml'} --check"
     sha = hashlib.sha256(w.source.encode()).hexdigest()
@@ -102,7 +97,8 @@ def best(target: Optional[str] = CampaignArg, campaign: Optional[str] = Campaign
         print_json(info)
     else:
         ci = f" [{w.ci[0]:.3f}, {w.ci[1]:.3f}]" if w.ci else ""
-        out.print(f"node {w.node} ({w.speedup:.3f}x{ci}, {'verified' if w.verified else 'Critic-accepted'})"
+        critic = f", Critic value {w.node_speedup:.3f}x" if w.verified and w.node_speedup else ""
+        out.print(f"node {w.node} ({w.speedup:.3f}x{ci}, {'verified' if w.verified else 'Critic-accepted'}{critic})"
                   + (f" written to {path}" if path else ""))
         if check:
             from .candidates import print_eval

@@ -29,15 +29,9 @@ def tree_lines(store: Store, campaign_id: int) -> list[tuple[int, NodeRecord, bo
     """(indent, node, on_best_path) in depth-first order."""
     nodes = store.nodes(campaign_id)
     stats = build_stats(nodes)
-    from arbor.campaign.steps import best_node
-    from arbor.campaign.verify import (
-        read_final_verification,  # the best `run`, `best` and `show` name
-    )
+    from arbor.campaign.final_best import final_best  # the best `run`, `best`, `show` and the report name
 
-    best = best_node(nodes)
-    verified = read_final_verification(store, campaign_id)
-    if verified and verified.get("best") is not None:  # the final verification's median decides
-        best = next((n for n in nodes if n.id == verified["best"]), best)
+    best = final_best(store, campaign_id, nodes).node
     on_path = set(best_path(stats, best.id)) if best else set()
     out: list[tuple[int, NodeRecord, bool]] = []
     roots = [n for n in nodes if n.parent_id is None]
@@ -81,7 +75,15 @@ def show(store: Store, node_id: int) -> dict:
             "profile": profile_of(store, node_id, node.campaign_id),
             "prior": node.prior, "predicted_gain": node.predicted_gain,
             "prior_from": prior_from(proposed[-1].payload if proposed else {}, node),
-            "speed_of_light": _speed_of_light(store, node)}
+            "speed_of_light": _speed_of_light(store, node), "final_best": _final_figures(store, node)}
+
+
+def _final_figures(store: Store, node: NodeRecord) -> str | None:
+    """``7.339x verified, Critic value 6.014x`` when ``node`` is its campaign's final best."""
+    from arbor.campaign.final_best import final_best
+
+    final = final_best(store, node.campaign_id)
+    return final.figures() if final.is_win and final.node is not None and final.node.id == node.id else None
 
 
 def prior_from(payload: dict, node: NodeRecord) -> dict:

@@ -47,11 +47,21 @@ def tree(target: Optional[str] = CampaignArg, campaign: Optional[str] = Campaign
     from .history import node_row, tree_lines
     from .terminal import print_tree
 
-    _, lines = _read(target, campaign, lambda store, camp: tree_lines(store, camp.id), json_out)
+    from arbor.campaign.final_best import final_best
+
+    _, (lines, final) = _read(target, campaign, lambda store, camp: (tree_lines(store, camp.id),
+                                                                      final_best(store, camp.id)), json_out)
     if json_out:
-        print_json([{**node_row(n), "indent": d, "best_path": p} for d, n, p in lines])
+        print_json([{**node_row(n), "indent": d, "best_path": p, **_final_fields(n, final)} for d, n, p in lines])
     else:
-        print_tree(out, lines)
+        print_tree(out, lines, final)
+
+
+def _final_fields(node, final) -> dict:  # type: ignore[no-untyped-def]
+    """The final best's figures on its own row: its verified median beside its Critic value."""
+    if final.node is None or final.node.id != node.id or not final.verified:
+        return {}
+    return {"final_best": True, "verified_speedup": final.speedup}
 
 
 def show(node: int = typer.Argument(..., help="node id"), target: Optional[str] = CampaignArg,

@@ -58,7 +58,9 @@ def redteam(problem: Path = typer.Argument(..., help="KernelBench-format problem
         progress = None if json_out else (lambda v, what: err.print(f"  {v.id}: {what}", highlight=False))
         t0 = time.monotonic()
         summary = session.run(problem, seed=seed, classes=_split(classes), disguises=_split(disguises),
-                              per_combo=per_combo, twins=twins, workers=workers, base=base, out_dir=out_dir,
+                              per_combo=per_combo, twins=twins, workers=workers, base=base,
+                              # absolute: the store's URL is resolved against it again (`-o rt` wrote rt/rt/)
+                              out_dir=out_dir.resolve() if out_dir is not None else None,
                               client=client, llm_variants=llm_variants, progress=progress)
     except user_errors() as exc:
         fail(exc, json_out=json_out)

@@ -229,8 +229,9 @@ def print_history(console: Console, rows: list[dict], name: str) -> None:
             console.print(Padding(Text(r["reason"], style="dim"), (0, 0, 0, 13)), soft_wrap=False)
 
 
-def print_tree(console: Console, lines) -> None:
-    """Box-drawing branches (as the dashboard draws them), so siblings and their parents line up."""
+def print_tree(console: Console, lines, final=None) -> None:  # type: ignore[no-untyped-def]
+    """Box-drawing branches (as the dashboard draws them), so siblings and their parents line up.
+    ``final`` (a ``FinalBest``): its node shows its verified median beside its Critic value."""
     from rich.tree import Tree
 
     root: Tree | None = None
@@ -239,7 +240,9 @@ def print_tree(console: Console, lines) -> None:
         label = Text(("★ " if on_path else "") + f"[{n.id}] {n.move_id or 'baseline'}",
                      style="bold" if on_path else "")
         label.append(f" {n.state}", style=STATE_STYLE.get(n.state, ""))
-        if n.speedup:
+        if final is not None and final.verified and final.node is not None and final.node.id == n.id:
+            label.append(f" final best {final.figures()}", style="bold green")
+        elif n.speedup:
             label.append(f" {n.speedup:.3f}x")
         if n.diagnosis and n.state != "accepted":
             label.append(f" ({n.diagnosis})", style="dim")
@@ -290,6 +293,8 @@ def print_node(console: Console, d: dict) -> None:
             console.print(Text(line))
     if n["speedup"]:
         console.print(f"speedup: {n['speedup']:.3f}x" + ("" if n["state"] == "accepted" else " (measured; not accepted)"))
+    if d.get("final_best"):  # the campaign's final best: the verified median beside the Critic value
+        console.print(Text(f"final best: {d['final_best']}", style="bold green"))
     sol = d.get("speed_of_light") or {}
     if sol.get("note", "") and sol["note"].startswith("BUG"):
         console.print(Text(f"speed of light: {sol['note']}"))

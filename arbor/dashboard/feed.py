@@ -26,6 +26,7 @@ from arbor.search_tree.records import (
 )
 from arbor.search_tree.store import Store, StoreError
 
+from arbor.campaign.final_best import FinalBest, pick
 from arbor.campaign.source import Source
 
 PENDING = frozenset({"proposed", "queued", "running", "measured"})
@@ -91,14 +92,16 @@ class FeedState:
         return self.prompt_tokens + self.completion_tokens
 
     @property
+    def final(self) -> FinalBest:
+        """The final best as the run summary, ``arbor best`` and the report give it: the final
+        verification's pick and median once there is one (it may pick a runner-up over the node
+        with the highest Critic value), else that node and its Critic value."""
+        return pick(self.nodes, self.verified, highest=self.best)
+
+    @property
     def reported_best(self) -> tuple[NodeRecord | None, float | None, str]:
-        """The node and number the run summary, ``arbor best`` and the report give, and which
-        number it is: the final verification's median when there is one (it may pick a runner-up
-        over the node with the highest Critic value), else that node's Critic value."""
-        v = self.verified
-        if v and v.get("best") in self.nodes:
-            return self.nodes[v["best"]], v.get("speedup"), f"verified: median of {v.get('wanted')} measurements"
-        return self.best, (self.best.speedup if self.best else None), "Critic value"
+        f = self.final
+        return f.node, f.speedup, f.which
 
     def best_path(self) -> list[NodeRecord]:
         path, cur = [], self.reported_best[0]

@@ -72,11 +72,11 @@ def header(st: FeedState) -> Text:
     status_style = {"running": "bold cyan", "finished": "bold green", "interrupted": "bold yellow"}
     t.append(camp.status, style=status_style.get(camp.status, "bold"))
     t.append(f" · last write {ago(st.last_activity)}")
-    node, speedup, which = st.reported_best
-    if node is not None and node.parent_id is not None and speedup is not None:
-        t.append(f" · best [{node.id}] ", style="bold")
-        t.append(f"{speedup:.3f}x", style="bold green")
-        t.append(f" ({which})")
+    final = st.final
+    if final.is_win:
+        t.append(f" · best [{final.node.id}] ", style="bold")
+        t.append(f"{final.speedup:.3f}x", style="bold green")
+        t.append(f" ({final.which}, Critic value {xfmt(final.critic)})" if final.verified else f" ({final.which})")
     return t
 
 
@@ -143,11 +143,13 @@ def progress_panel(st: FeedState, width: int, height: int) -> Panel:
             counts.append(f"{state} {st.counts[state]}  ", style=STATE_STYLE.get(state, ""))
     t.add_row("nodes", counts or Text("none yet", style="dim"), str(sum(st.counts.values())))
     _inflight_row(t, st)
-    best = st.best
-    if best is not None:
+    final = st.final  # the same node and figures as the header, the run summary and the report
+    if final.node is not None and final.speedup is not None:
         path = st.best_path()
-        t.add_row("best", Text(f"{xfmt(best.speedup)}", style="bold green"),
-                  f"node {best.id} · depth {len(path) - 1}")
+        figure = Text(f"{final.speedup:.3f}x", style="bold green")
+        if final.verified:
+            figure.append(f" verified · Critic {xfmt(final.critic)}", style="green")
+        t.add_row("best", figure, f"node {final.node.id} · depth {len(path) - 1}")
     camp = st.campaign
     body: object = t
     if camp is not None and camp.stop_reason:  # outside the grid: a long reason must not squeeze it
@@ -167,11 +169,16 @@ def score_panel(st: FeedState, width: int, height: int) -> Panel:
     if not st.best_series:
         lines.append(Text("no finished candidate yet", style="dim"))
     else:
-        chart_h = max(1, inner_h - 2 - len(lines))
+        final = st.final  # after the final verification the series' top may not be the final best
+        verified = final.verified and final.node is not None
+        chart_h = max(1, inner_h - 2 - len(lines) - verified)
         lo = min(1.0, min(st.best_series))
         hi = max(max(st.best_series), lo * 1.1)  # a flat series sits low, not mid-panel
         for row in column_chart(st.best_series, inner_w, chart_h, lo=lo, hi=hi, fmt="{:.2f}x"):
             lines.append(Text(row, style="green"))
+        if verified:
+            lines.append(Text(f"final best [{final.node.id}] {final.figures()}", style="bold green",
+                              no_wrap=True, overflow="ellipsis"))
         lines.append(Text(f"best Critic value {xfmt(st.best_series[-1])} after {len(st.best_series)} "
                           "finished candidates", style="bold"))
     if st.speedups and len(lines) < inner_h:

@@ -12,6 +12,7 @@ import json
 import math
 from dataclasses import dataclass, field
 
+from arbor.campaign.final_best import FinalBest
 from arbor.search_tree.records import CampaignRecord, MeasurementRecord, NodeRecord, VerdictRecord
 from arbor.search_tree.store import Store
 
@@ -86,6 +87,8 @@ class ReportData:
     reported: tuple[float | None, str, tuple[float, float] | None] = (None, "Critic value", None)
     # the final verification's side-by-side pairings of the best with its parent (verify._simplest)
     ancestor_checks: list[dict] = field(default_factory=list)
+    # the final best and both its figures, as every surface shows them (arbor/campaign/final_best.py)
+    final: FinalBest | None = None
 
     @property
     def root(self) -> NodeRecord | None:
@@ -122,11 +125,6 @@ class ReportData:
             if verdict_stats(v):
                 return verdict_stats(v)
         return {}
-
-
-def _best(nodes: list[NodeRecord]) -> NodeRecord | None:
-    acc = [n for n in nodes if n.state == "accepted" and n.value is not None]
-    return max(acc, key=lambda n: (n.value, -n.id)) if acc else None
 
 
 def _front_points(stats: dict) -> Front | None:
@@ -187,18 +185,17 @@ def _serving_fronts(data: ReportData) -> list[Front]:
 
 
 def _reported_best(store: Store, nodes: list[NodeRecord], verified: dict | None) -> tuple:
-    """The best node and its number as every other surface reports them: the final verification
-    (``verified``, its latest outcome) may pick a runner-up over the highest Critic value, and
-    then its median is the number."""
+    """The best node and its number as every other surface reports them (``final_best.pick``:
+    the final verification may pick a runner-up over the highest Critic value, and then its
+    median is the number), with the CI of that same estimate."""
+    from arbor.campaign.final_best import pick
     from arbor.campaign.one_number import paired_estimate
 
-    best = _best(nodes)
-    if verified and verified.get("best") is not None and verified.get("speedup") is not None:
-        best = next((n for n in nodes if n.id == verified["best"]), best)
-        est = paired_estimate(store, best.id, verified["speedup"]) if best else None
-        return best, (verified["speedup"], f"verified: median of {verified.get('wanted')} measurements",
-                      est[2] if est else None)
-    return best, (best.speedup if best else None, "Critic value", None)
+    final = pick(nodes, verified)
+    if final.verified and final.node is not None:
+        est = paired_estimate(store, final.node.id, final.speedup)
+        return final, (final.speedup, final.which, est[2] if est else None)
+    return final, (final.speedup, final.which, None)
 
 
 def load(store: Store, campaign: CampaignRecord, top: int = 10) -> ReportData:
@@ -212,12 +209,13 @@ def load(store: Store, campaign: CampaignRecord, top: int = 10) -> ReportData:
     for m in store.measurements_after(campaign.id, 0, limit=BIG, samples=False):
         measurements.setdefault(m.node_id, []).append(m)
     verified = read_final_verification(store, campaign.id)
-    best, reported = _reported_best(store, nodes, verified)
+    final, reported = _reported_best(store, nodes, verified)
+    best = final.node
     root = next((n for n in nodes if n.id == campaign.root_node_id), None)
     data = ReportData(campaign, nodes, verdicts, measurements, best,
                       store.get_artifact(best.artifact_sha) if best else None,
                       store.get_artifact(root.artifact_sha) if root else None, reported=reported,
-                      ancestor_checks=list((verified or {}).get("ancestor_checks", [])))
+                      ancestor_checks=list((verified or {}).get("ancestor_checks", [])), final=final)
     finished = [n for n in nodes if n.parent_id is not None and n.finished_at is not None]
     finished.sort(key=lambda n: (n.finished_at, n.id))
     best_so_far = 1.0

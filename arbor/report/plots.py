@@ -35,6 +35,18 @@ def _score_name(data: ReportData) -> str:
     return traits(data.campaign.kind).score_label
 
 
+def best_marker_labels(data: ReportData) -> list[str]:
+    """The plots' labels for the final best (``arbor/campaign/final_best.py``): its node with both
+    figures, and its verified median's own line when there is one; [] without a win."""
+    final = data.final
+    if final is None or not final.is_win or not final.critic:
+        return []
+    labels = [f"best [{final.node.id}] {final.figures(2)}"]
+    if final.verified:
+        labels.append(f"its verified median {final.speedup:.2f}x")
+    return labels
+
+
 def score_over_evaluations(data: ReportData) -> bytes | None:
     evs = data.evaluations
     if not evs:
@@ -43,7 +55,11 @@ def score_over_evaluations(data: ReportData) -> bytes | None:
     ax = fig.add_subplot()
     xs = [e.index for e in evs]
     ax.step([0] + xs, [1.0] + [e.best_so_far for e in evs], where="post", color="#1b5e20", lw=2,
-            label="best accepted (Critic-verified)")
+            label="best accepted (Critic value)")
+    final = data.final
+    if final is not None and final.is_win and final.verified:  # the number the summary leads with
+        ax.plot([xs[-1]], [final.speedup], marker="*", ms=12, color="#1b5e20", ls="none",
+                label=f"final {best_marker_labels(data)[0]}")
     for state in ("accepted", "rejected", "failed"):
         pts = [(e.index, e.speedup) for e in evs if e.node.state == state and e.speedup is not None
                and e.node.diagnosis != "unstable"]
@@ -82,8 +98,11 @@ def speedup_distribution(data: ReportData) -> bytes | None:
             stacked=True, color=[_color(s) for s in states], label=states, edgecolor="white")
     ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     ax.axvline(1.0, color="#555", lw=0.8, ls="--", label="reference")
-    if data.best is not None and data.best.speedup:
-        ax.axvline(data.best.speedup, color="#1b5e20", lw=1.5, label=f"best {data.best.speedup:.2f}x")
+    final, labels = data.final, best_marker_labels(data)
+    if labels:  # the final best: its Critic value (where the histogram counts it), then its verified median
+        ax.axvline(final.critic, color="#1b5e20", lw=1.5, label=labels[0])
+        if final.verified:
+            ax.axvline(final.speedup, color="#1b5e20", lw=1.5, ls=":", label=labels[1])
     ax.set_xlabel(f"measured {_score_name(data)}")
     ax.set_ylabel("candidates")
     ax.set_title("speedup distribution of measured candidates")

@@ -72,7 +72,7 @@ def test_the_dashboard_and_the_report_show_the_reported_number_and_say_which(fin
         frame = console.export_text()
     finally:
         feed.close()
-    assert f"best [{node}] {verified} (verified: median of 3 measurements)" in frame
+    assert f"best [{node}] {verified} (verified: median of 3 measurements, Critic value {critic_value})" in frame
     assert f"[{node}] " in frame and critic_value in frame  # the tree: the node's Critic value
 
     arbor_json("report", url, "-o", str(tmp_path / "rep"))
