@@ -295,6 +295,16 @@ def default_read_paths() -> list[str]:
         paths += site.getsitepackages()
     except AttributeError:  # virtualenvs built by old tools
         pass
+    # Packages can also come from `pip install --user` (~/.local/...) or from a site directory a
+    # `.pth` line or PYTHONPATH put on sys.path (a venv layered over another environment's
+    # site-packages). Without them a candidate's import of torch or setuptools fails with
+    # PermissionError inside the sandbox. Only site directories: never the checkout or the cwd,
+    # which hold the reference and the campaign's files.
+    try:
+        paths.append(site.getusersitepackages())
+    except AttributeError:
+        pass
+    paths += [p for p in sys.path if os.path.basename(p.rstrip(os.sep)) in ("site-packages", "dist-packages")]
     return list(dict.fromkeys(p for p in paths if p and os.path.exists(p)))
 
 

@@ -303,3 +303,16 @@ def test_a_job_may_write_its_own_proc_entries_and_no_other_process(fs, tmp_path)
     assert (own, own_task) == ("ok", "ok"), res.stdout_tail + res.stderr_tail
     assert parent == "EACCES" and sysctl in ("EACCES", "EPERM"), res.stdout_tail
     assert (via_root, via_cwd) == ("EACCES", "EACCES") and not outside.exists(), res.stdout_tail
+
+
+def test_read_paths_cover_every_site_directory_on_sys_path_but_never_the_checkout(tmp_path, monkeypatch):
+    """A user's `pip install --user` packages, or a site directory a .pth line layered in, must be
+    readable in the sandbox (a candidate importing torch from there failed with PermissionError);
+    a plain folder on sys.path (the checkout, the cwd) must not be."""
+    layered = tmp_path / "outer" / "lib" / "python3" / "site-packages"
+    layered.mkdir(parents=True)
+    checkout = tmp_path / "checkout"
+    checkout.mkdir()
+    monkeypatch.setattr(sys, "path", [str(checkout), *sys.path, str(layered)])
+    paths = isolation.default_read_paths()
+    assert str(layered) in paths and str(checkout) not in paths
