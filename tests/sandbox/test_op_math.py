@@ -1,0 +1,54 @@
+"""The arithmetic a reference does, as the speed of light counts it: each op's simple FLOPs and
+transcendental evaluations from the profiler's trace, and the vector rates the probe measures."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import torch
+import torch.nn as nn
+
+from arbor.sandbox.harness import cost
+from arbor.sandbox.harness.op_math import TRANSCENDENTALS, op_math, transcendental_seconds
+
+
+def test_each_op_counts_its_transcendentals_apart_from_its_flops():
+    assert op_math("aten::gelu", [[512, 8192], []]) == (4 * 512 * 8192, {"erf": 512 * 8192})
+    assert op_math("aten::_softmax", [[8, 100], [], []]) == (3200, {"exp": 800})
+    assert op_math("aten::relu_", [[10, 10]]) == (100, {})  # in place does the same work
+    assert op_math("aten::pow", [[10], []], [None, 2]) == (10, {})  # x * x, not a pow
+    assert op_math("aten::pow", [[10], []], [None, 0.5]) == (0, {"sqrt": 10})
+    assert op_math("aten::div", [[10], []], [None, 4.0]) == (10, {})  # times the reciprocal
+    assert op_math("aten::div", [[10], [10]]) == (0, {"div": 10})
+    assert op_math("aten::addmm", [[4], [4, 4], [4, 4]]) == (0, {})  # the profiler's estimate counts GEMMs
+
+
+def test_a_transcendental_takes_its_measured_rate_else_its_flop_equivalent():
+    assert transcendental_seconds({"erf": 4e6}, {"erf": 4e8}, 5e10) == pytest.approx(1e-2)
+    assert transcendental_seconds({"erf": 4e6}, None, 4.8e10) == pytest.approx(4e6 * 24 / 4.8e10)
+    assert transcendental_seconds(None, None, None) == 0.0
+
+
+@pytest.mark.parametrize("model, fn", [(nn.GELU(), "erf"), (nn.Softmax(dim=1), "exp"), (nn.SiLU(), "sigmoid"),
+                                       (nn.Tanh(), "tanh")])
+def test_the_reference_cost_counts_one_evaluation_an_element(model, fn):
+    x = torch.randn(32, 64)
+    c = cost.reference_cost(model, [x], model(x))
+    assert c["transcendentals"] == {fn: 32 * 64} and c["bytes"] == 2 * x.numel() * 4
+
+
+def test_a_copy_like_reference_has_no_transcendentals_and_nested_ops_count_once():
+    x = torch.randn(32, 64)
+    relu = cost.reference_cost(nn.ReLU(), [x], torch.relu(x))
+    assert relu["transcendentals"] is None and relu["flops"] == 32 * 64
+    norm = nn.LayerNorm(64, elementwise_affine=False)  # layer_norm -> native_layer_norm: counted once
+    assert cost.reference_cost(norm, [x], norm(x))["flops"] == 8 * 32 * 64
+
+
+def test_the_vector_probe_measures_every_transcendental_quickly():
+    torch.set_num_threads(1)
+    t0 = time.monotonic()
+    rates = cost.measure_vector_rates(1, time.thread_time)
+    assert set(rates) == set(TRANSCENDENTALS) and all(r > 1e6 for r in rates.values())
+    assert time.monotonic() - t0 < 10  # a few tenths of a second on a quiet core
