@@ -31,7 +31,7 @@ from .kernel_protocol import KernelRequest
 from .runner import Job, PythonEntry, Runner
 
 PROFILE_HARNESS = Path(__file__).parent / "harness" / "profile_harness.py"
-_SHIPPED = ("kernel_checks.py", "allocator.py", "cost.py", "compile_cache.py")
+_SHIPPED = ("kernel_checks.py", "allocator.py", "cost.py", "op_math.py", "compile_cache.py")  # cost.py loads op_math.py
 # a runner may start it warm (forked from a worker that imported torch and its profiler once)
 PROFILE_ENTRY = PythonEntry("profile_harness.py", _SHIPPED)
 TOP = 12

@@ -1,14 +1,16 @@
 """Where a kernel campaign stands against the speed of light (docs/architecture.md#speed-of-light).
 
 The reference's cost (bytes its inputs and outputs must move, FLOPs it does and the transcendental
-evaluations — exp, erf, tanh, ... — it makes: the harness's ``cost`` fact) over the rates the campaign runs at (the harness's ``sol_peak``: on CPU measured at
-the campaign's own thread count, bandwidth at the problem's working set; on a GPU measured on the
-board, else its datasheet row) is the least time any implementation that does the reference's
-work can take: the slower of the memory bound and the compute bound (FLOPs at the FMA rate plus
-each transcendental at this machine's measured vector rate of it), named in every readout, so
-``left`` is the lower of the two headrooms. The reference's and the best's fractions of it say how much headroom is left at
-these settings, and what it would take to get more (more threads, a lower precision, fewer bytes
-or FLOPs) — shown by the run summary and ``arbor show``, and the ``budget.sol_margin`` stop.
+evaluations — exp, erf, tanh, ... — it makes: the harness's ``cost`` fact) over the rates the
+campaign runs at (the harness's ``sol_peak``: on CPU measured at the campaign's own thread count,
+bandwidth at the problem's working set; on a GPU measured on the board, else its datasheet row) is
+the least time any implementation that does the reference's work can take: the slower of the
+memory bound and the compute bound (FLOPs at the FMA rate plus each transcendental at this
+machine's measured vector rate of it), named in every readout, so ``left`` is the lower of the two
+headrooms. The reference's and the best's fractions of it say how much headroom is left at these
+settings, and what it would take to get more (more threads, a lower precision, fewer bytes or
+FLOPs, cheaper transcendentals) — shown by the run summary and ``arbor show``, and the
+``budget.sol_margin`` stop.
 
 A fraction above 1 is impossible for the memory bound (no implementation moves fewer bytes than
 its inputs and outputs); within ``ABOVE_PEAK_TOLERANCE`` it is the peak's measurement noise and
@@ -78,9 +80,9 @@ class Position:
                           f"measurement measures it again), or the cost or the time is wrong — please report it")
         shown = within_peak(frac)
         if shown is None:  # beats the reference's compute bound only: it does less (or cheaper) math
-            return within_peak(mem), ("beyond the reference's compute bound: it does fewer FLOPs than the reference "
-                                      "(an algebraic rewrite) or cheaper transcendentals (a polynomial within the "
-                                      "tolerance); the fraction is of its memory bound")
+            return within_peak(mem), ("beyond the reference's compute bound: it does fewer FLOPs than the "
+                                      "reference (an algebraic rewrite) or cheaper transcendentals (a polynomial "
+                                      "within the tolerance); the fraction is of its memory bound")
         return shown, None
 
     def describe(self) -> str:
