@@ -10,7 +10,7 @@ memory and the compute bound (docs/architecture.md#speed-of-light).
 
 The counts are a lower bound of the work, as a speed of light must be: a row reduction's per-row
 work (one ``rsqrt`` a LayerNorm row) is left out, a division by a scalar is a multiply by its
-reciprocal, ``pow(x, 2)`` is one multiply and ``gelu``'s ``approximate`` (not recorded by the
+reciprocal, ``pow(x, 3)`` is two multiplies and ``gelu``'s ``approximate`` (not recorded by the
 profiler) is read as its default, the exact ``erf``.
 
 Standalone (stdlib only): shipped beside the harnesses and loaded by path there, imported as
@@ -103,10 +103,12 @@ def op_math(name: str, shapes: list | None, concrete: list | None = None) -> tup
     if base in ("div", "true_divide") and scalar:
         return float(n), {}  # times the reciprocal
     if base == "pow" and scalar and isinstance(value, (int, float)):
-        if value in (1, 2):
-            return float(n), {}  # x * x
-        if value == 0.5:
-            return 0.0, {"sqrt": float(n)}
+        # ATen's own fast paths (pow_tensor_scalar_optimized): small integer powers multiply,
+        # halves take a square root, negative powers one division more
+        if value in (1, 2, 3, -1, -2, -3):
+            return float(n) * (abs(int(value)) - 1), ({"div": float(n)} if value < 0 else {})
+        if value in (0.5, -0.5):
+            return 0.0, {"sqrt": float(n), **({"div": float(n)} if value < 0 else {})}
     return float(flops) * n, {k: v * n for k, v in fns.items() if v}
 
 

@@ -18,6 +18,8 @@ def test_each_op_counts_its_transcendentals_apart_from_its_flops():
     assert op_math("aten::_softmax", [[8, 100], [], []]) == (3200, {"exp": 800})
     assert op_math("aten::relu_", [[10, 10]]) == (100, {})  # in place does the same work
     assert op_math("aten::pow", [[10], []], [None, 2]) == (10, {})  # x * x, not a pow
+    assert op_math("aten::pow", [[10], []], [None, 3.0]) == (20, {})  # ATen multiplies small integer powers
+    assert op_math("aten::pow", [[10], []], [None, 2.5]) == (0, {"pow": 10})
     assert op_math("aten::pow", [[10], []], [None, 0.5]) == (0, {"sqrt": 10})
     assert op_math("aten::div", [[10], []], [None, 4.0]) == (10, {})  # times the reciprocal
     assert op_math("aten::div", [[10], [10]]) == (0, {"div": 10})
