@@ -45,13 +45,13 @@ DEFAULT_WALL_S = 90.0
 
 
 def _select(folder: Path, ids: tuple | None, tokens: list[str] | None) -> list[int] | None:
-    """The problem ids of ``folder`` to run: ``ids`` (None: all), narrowed to those whose id or
-    name matches one of ``tokens``; [] when none does."""
+    """The level-1 problem ids of ``folder`` to run (level 2 reuses the numbers): ``ids`` (None:
+    all), narrowed to those whose id or name matches one of ``tokens``; [] when none does."""
     from arbor.suite.discover import discover
 
-    entries = [e for e in discover(folder) if ids is None or e.pid in ids]
-    if tokens:
-        entries = [e for e in entries if any(t == str(e.pid) or t in e.key for t in tokens)]
+    entries = [e for e in discover(folder, levels=[1]) if ids is None or e.pid in ids]
+    if tokens:  # a number is an id, anything else a part of a name
+        entries = [e for e in entries if any(t == str(e.pid) if t.isdigit() else t in e.key for t in tokens)]
     return [e.pid for e in entries if e.pid is not None]
 
 
@@ -64,7 +64,7 @@ def run_set(name: str, out: Path, args, say=print) -> list[dict]:  # type: ignor
         chosen = _select(folder, ids, args.ids)
         if not chosen:
             continue
-        result = run_suite(SuiteOptions(directory=folder, out=out / name, ids=chosen, budget=args.budget,
+        result = run_suite(SuiteOptions(directory=folder, out=out / name, ids=chosen, levels=[1], budget=args.budget,
                                         time_target_ms=args.time_target_ms, max_wall_s=args.max_wall_s,
                                         max_cv=args.max_cv), say)
         rows += result["rows"]

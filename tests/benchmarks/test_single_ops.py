@@ -67,3 +67,9 @@ def test_bad_flags_get_one_line(capsys):
     assert single_ops.main(["--sets", "nope"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "unknown set nope" in err
+
+
+def test_ids_are_numbers_or_parts_of_names():
+    dev = single_ops.ROOT / "benchmarks" / "problems"
+    assert single_ops._select(dev, single_ops.DEV_IDS, ["1", "softmax"]) == [1, 6, 19]  # not every l1_, no l2_
+    assert single_ops._select(dev, single_ops.DEV_IDS, ["8"]) == []  # a convolution: not a single op here
