@@ -9,6 +9,11 @@ each operator its own bytes and FLOPs — once: torch.profiler events nest (``at
 ``aten::clamp_min``), and a parent credited with its children's bytes in its own short self time
 reads far above any peak.
 
+FLOPs come from the profiler's estimates (GEMMs, convolutions, add, mul) and, for every other op,
+``op_math.py``'s per-element table, which also counts transcendental evaluations (exp, erf, tanh,
+...) apart: the speed of light reads those at the machine's vector rate of each function
+(``measure_vector_rates``, measured with the CPU peak), so an erf-bound GELU reads compute-bound.
+
 Bytes are lower bounds of the traffic (inputs read once, what an op allocates written once,
 nothing for views), so a rate computed from them can only understate what an op achieved: a
 reading above the peak means the time or the peak is wrong, never the bytes.
