@@ -80,7 +80,17 @@ def read_set(name: str, out: Path) -> list[dict]:
     if not path.is_file():
         return []
     rows = json.loads(path.read_text()).get("rows", [])
-    return fill(rows, suite_store_url(out / name))
+    url = suite_store_url(out / name)
+    if url:  # read the positions again, with this code's speed of light
+        rows = [{k: v for k, v in r.items() if k != "speed_of_light"} for r in rows]
+    return fill(rows, url)
+
+
+def _read_meta(folder: Path) -> dict | None:
+    try:
+        return json.loads((folder / "suite_results.json").read_text()).get("meta")
+    except (OSError, ValueError):
+        return None
 
 
 def report(sets: dict[str, list[dict]], wall_s: float) -> dict:
@@ -116,6 +126,7 @@ def main(argv: list[str] | None = None) -> int:
     started, load0 = time.monotonic(), os.getloadavg()
     sets = {n: read_set(n, args.out) if args.report_only else run_set(n, args.out, args) for n in names}
     result = report(sets, args.max_wall_s)
+    result["suite_meta"] = {n: _read_meta(args.out / n) for n in names}  # each suite's load when it ran
     for t in result["tables"]:
         print(t + "\n")
     load1 = os.getloadavg()

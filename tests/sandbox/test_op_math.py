@@ -78,3 +78,12 @@ def test_the_harness_counts_the_references_math_inside_the_sandbox():
     n = 512 * 8192 * 0.02 * 0.02
     c = m.stats["cost"]
     assert m.ok and "uncounted" not in c and c["transcendentals"]["erf"] == pytest.approx(n, rel=0.1)
+
+
+def test_a_function_is_no_slower_than_its_cheapest_identity():
+    from arbor.sandbox.harness.op_math import vector_rate
+
+    rates = {"tanh": 0.25e9, "exp": 1e9, "div": 9e9, "erf": 2e9}
+    assert vector_rate("tanh", rates) == pytest.approx(1 / (1 / 1e9 + 1 / 9e9))  # 1 - 2 / (exp(2x) + 1)
+    assert vector_rate("erf", rates) == 2e9  # measured faster than its identity
+    assert vector_rate("sqrt", rates) == 0.0 and vector_rate("tanh", {"tanh": 1e8}) == 1e8
