@@ -6,7 +6,10 @@ rate as the peak, and the parent op credited with its child's bytes. This runs w
 runs: the suite's size calibration (one thread), the baseline's A/A measurement (which measures and
 caches this machine's peaks at one thread and at every allowed core), then the bottleneck profile
 read against the one-thread peaks, ``--repeats`` times. Goal: every op at most 100%, and the
-dominant op at >= 50% of the one-thread stream rate.
+dominant op at >= 50% of the one-thread stream rate. It also prints the reference's position: both
+bounds (memory; compute, transcendentals at the measured vector rates), which one binds, and
+``left``, the lower headroom (``--problem benchmarks/problems_single_ops/l1_51_gelu_erf.py``: an
+erf-bound one).
 
     python -m benchmarks.speed_of_light                      # calibrated size, 3 profiles
     python -m benchmarks.speed_of_light --scale 2.0 --repeats 5
@@ -96,6 +99,9 @@ def main(argv: list[str] | None = None) -> int:
         shown, note = pos.reading(pos.reference_s)
         print(f"reference at {fmt(100 * shown if shown is not None else None, 0)}% of its speed of light "
               f"({pos.describe()}){' — ' + note if note else ''}")
+        print(f"left: {pos.left:.2f}x, the lower of the memory bound's {pos.reference_s / pos.memory_s:.2f}x and the "
+              f"compute bound's {pos.reference_s / pos.compute_s:.2f}x ({pos.bound} binds)"
+              if pos.left and pos.memory_s and pos.compute_s else f"left: {fmt(pos.left, 2)}x ({pos.bound} binds)")
     print(f"aten::clamp_min reads {med:.0%} (median) / {best:.0%} (best) of the one-thread stream rate (goal >= 50%); "
           f"ops above 100%: {len(above)}; reported as bugs: {len(bugs)}")
     path_out = write_result(args.out, {

@@ -26,12 +26,13 @@ import sys
 from pathlib import Path
 
 from .gpu.devices import bandwidth_at, flops_at, within_peak
+from .harness.op_math import transcendental_seconds
 from .compile_cache import ARCHIVE_IN, ARCHIVE_OUT, default_cache, lookup
 from .kernel_protocol import KernelRequest
 from .runner import Job, PythonEntry, Runner
 
 PROFILE_HARNESS = Path(__file__).parent / "harness" / "profile_harness.py"
-_SHIPPED = ("kernel_checks.py", "allocator.py", "cost.py", "compile_cache.py")
+_SHIPPED = ("kernel_checks.py", "allocator.py", "cost.py", "op_math.py", "compile_cache.py")  # cost.py loads op_math.py
 # a runner may start it warm (forked from a worker that imported torch and its profiler once)
 PROFILE_ENTRY = PythonEntry("profile_harness.py", _SHIPPED)
 TOP = 12
@@ -163,7 +164,15 @@ def summarize(raw: dict, dtype: str | None, peak: dict | None, call_s: float | N
         row = {"op": o["name"], "category": cat, "share": o["self_us"] / total, "self_ms": o["self_us"] / 1e3,
                "calls": o.get("calls"), "shapes": o.get("shapes"), "flops": flops, "bytes": nbytes,
                "footprint": o.get("footprint")}
+        if o.get("transcendentals"):
+            row["transcendentals"] = o["transcendentals"]
         if peak and o["self_us"] / calls >= MIN_RATED_US:
+            math_s = (flops or 0) / max(flops_at(peak, dtype), 1.0) + transcendental_seconds(
+                o.get("transcendentals"), peak.get("vector"), flops_at(peak, dtype))
+            if o.get("transcendentals") and math_s > 0:  # the share of its time its arithmetic needs at least
+                row["compute_frac"], bug, note = _rate(row, "arithmetic", 1 / secs, 1 / math_s, 1 / own)
+                anomalies += [bug] if bug else []
+                notes += [note] if note else []
             if flops:
                 row["flops_frac_peak"], bug, note = _rate(row, "FLOP/s", flops / secs, flops_at(peak, dtype),
                                                           flops / own)
@@ -260,7 +269,10 @@ def format_profile(p: dict, limit: int = 8) -> str:
                      f"busy {p['gpu_busy']:.0%} of the call")
     for o in p.get("ops", [])[:limit]:
         pos = []
-        if o.get("flops_frac_peak") is not None:
+        if o.get("compute_frac") is not None:  # transcendentals at the measured vector rates
+            fns = "+".join(sorted(o.get("transcendentals") or {}))
+            pos.append(f"{o['compute_frac']:.0%} of its arithmetic's bound ({fns})")
+        elif o.get("flops_frac_peak") is not None:
             pos.append(f"{o['flops_frac_peak']:.0%} of peak FLOP/s")
         if o.get("bytes_frac_peak") is not None:
             pos.append(f"{o['bytes_frac_peak']:.0%} of peak bandwidth")

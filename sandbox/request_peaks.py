@@ -16,12 +16,14 @@ if TYPE_CHECKING:
 
 
 def with_peaks(req: KernelRequest) -> KernelRequest:
-    """Fill the peaks from the per-host cache; what is still missing the harness measures."""
+    """Fill the peaks from the per-host cache; what is still missing the harness measures. The
+    campaign threads' peak counts as missing without its transcendental vector rates (an entry
+    stored before the probe, or by hand): the position would read them at FLOP equivalents."""
     if req.device.startswith("cuda"):
         return req if req.sol_peak is not None else replace(req, sol_peak=cached_gpu_peak())
     peak = req.peak if req.peak is not None else cached_cpu_peak()
     sol = req.sol_peak if req.sol_peak is not None else cached_cpu_peak(req.num_threads)
-    return replace(req, peak=peak, sol_peak=sol)
+    return replace(req, peak=peak, sol_peak=sol if sol is None or sol.get("vector") else None)
 
 
 def keep_peaks(req: KernelRequest, stats: dict) -> None:

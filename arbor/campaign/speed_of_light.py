@@ -1,17 +1,22 @@
-"""Where a kernel campaign stands against the speed of light (docs/architecture.md#stopping).
+"""Where a kernel campaign stands against the speed of light (docs/architecture.md#speed-of-light).
 
-The reference's cost (bytes its inputs and outputs must move, FLOPs it does: the harness's
-``cost`` fact) over the rates the campaign runs at (the harness's ``sol_peak``: on CPU measured at
-the campaign's own thread count, bandwidth at the problem's working set; on a GPU measured on the
-board, else its datasheet row) is the least time any implementation that does the reference's
-work can take. The reference's and the best's fractions of it say how much headroom is left at
-these settings, and what it would take to get more (more threads, a lower precision, fewer bytes
-or FLOPs) — shown by the run summary and ``arbor show``, and the ``budget.sol_margin`` stop.
+The reference's cost (bytes its inputs and outputs must move, FLOPs it does and the transcendental
+evaluations — exp, erf, tanh, ... — it makes: the harness's ``cost`` fact) over the rates the
+campaign runs at (the harness's ``sol_peak``: on CPU measured at the campaign's own thread count,
+bandwidth at the problem's working set; on a GPU measured on the board, else its datasheet row) is
+the least time any implementation that does the reference's work can take: the slower of the
+memory bound and the compute bound (FLOPs at the FMA rate plus each transcendental at this
+machine's measured vector rate of it), named in every readout, so ``left`` is the lower of the two
+headrooms. The reference's and the best's fractions of it say how much headroom is left at these
+settings, and what it would take to get more (more threads, a lower precision, fewer bytes or
+FLOPs, cheaper transcendentals) — shown by the run summary and ``arbor show``, and the
+``budget.sol_margin`` stop.
 
 A fraction above 1 is impossible for the memory bound (no implementation moves fewer bytes than
 its inputs and outputs); within ``ABOVE_PEAK_TOLERANCE`` it is the peak's measurement noise and
 reads 100%, beyond it it is reported as a bug, not a number. Only the compute bound can be beaten
-honestly, by doing fewer FLOPs than the reference (an algebraic rewrite), and is then said so.
+honestly, by doing fewer FLOPs than the reference (an algebraic rewrite) or cheaper transcendentals
+(a polynomial within the tolerance where ATen's is exact), and is then said so.
 """
 
 from __future__ import annotations
@@ -42,6 +47,20 @@ class Position:
     all_cores_bytes_per_s: float | None = None  # their stream rate (the Critic's floor peak)
     all_cores_flops_per_s: float | None = None
     half_flops_per_s: float | None = None  # the bfloat16 GEMM rate at the campaign's threads
+    transcendentals: dict | None = None  # evaluations per call per function (exp, erf, ...)
+    transcendental_s: float = 0.0  # their share of compute_s
+    vector_measured: bool = False  # at this machine's measured vector rates, else FLOP equivalents
+
+    @property
+    def left(self) -> float | None:
+        """The most the reference can still be sped up at these settings: its time over the speed
+        of light, the slower of the memory and the compute bound — so the lower of the two
+        headrooms. None without a reference time."""
+        return self.left_at(self.reference_s)
+
+    def left_at(self, seconds: float | None) -> float | None:
+        """``left`` for any time per call (the best's: what is left beyond it)."""
+        return seconds / self.seconds if seconds and seconds > 0 and self.seconds > 0 else None
 
     def fraction(self, seconds: float | None) -> float | None:
         """The raw fraction of the speed of light a time per call reaches (may exceed 1: see
@@ -60,18 +79,29 @@ class Position:
                           f"({self.describe()}): the peak is too low (measured on a busy machine? the next "
                           f"measurement measures it again), or the cost or the time is wrong — please report it")
         shown = within_peak(frac)
-        if shown is None:  # beats the reference's FLOP bound only: it does fewer FLOPs
-            return within_peak(mem), ("beyond the reference's FLOP bound: it does fewer FLOPs than the reference "
-                                      "(an algebraic rewrite); the fraction is of its memory bound")
+        if shown is None:  # beats the reference's compute bound only: it does less (or cheaper) math
+            return within_peak(mem), ("beyond the reference's compute bound: it does fewer FLOPs than the "
+                                      "reference (an algebraic rewrite) or cheaper transcendentals (a polynomial "
+                                      "within the tolerance); the fraction is of its memory bound")
         return shown, None
 
     def describe(self) -> str:
-        """'memory-bound: 128 MB at 24.8 GB/s = 5.16 ms (measured, 1 thread)'."""
+        """Which bound binds, what it counts, and the other bound beside it: 'memory-bound: 128 MB at
+        24.8 GB/s = 5.16 ms (measured, 1 thread); compute 0.4 ms' or 'compute-bound: 4.19M erf at
+        0.35 G/s + 0.0168 GFLOP at 50.8 GFLOP/s = 12.3 ms (measured, 1 thread); memory 2.61 ms'."""
+        memory = f"{(self.bytes or 0) / 1e6:.3g} MB at {(self.bytes_per_s or 0) / 1e9:.3g} GB/s"
         if self.bound == "memory":
-            what = f"{(self.bytes or 0) / 1e6:.3g} MB at {(self.bytes_per_s or 0) / 1e9:.3g} GB/s"
-        else:
-            what = f"{(self.flops or 0) / 1e9:.3g} GFLOP at {(self.flops_per_s or 0) / 1e9:.3g} GFLOP/s"
-        return f"{self.bound}-bound: {what} = {_ms(self.seconds)} ({self.source or 'peak'})"
+            other = f"; compute {_ms(self.compute_s)}" if self.compute_s else "; compute not counted"
+            return f"memory-bound: {memory} = {_ms(self.seconds)} ({self.source or 'peak'}){other}"
+        parts = []
+        for fn, n in sorted((self.transcendentals or {}).items(), key=lambda kv: -kv[1]):
+            parts.append(f"{n / 1e6:.3g}M {fn}")
+        if parts:
+            parts[-1] += " at the measured vector rates" if self.vector_measured else " at FLOP equivalents"
+        if self.flops:
+            parts.append(f"{self.flops / 1e9:.3g} GFLOP at {(self.flops_per_s or 0) / 1e9:.3g} GFLOP/s")
+        return (f"compute-bound: {' + '.join(parts)} = {_ms(self.seconds)} ({self.source or 'peak'}); "
+                f"memory {_ms(self.memory_s)}")
 
     def advice(self) -> str:
         """What it would take to go faster than this speed of light."""
@@ -98,6 +128,8 @@ class Position:
             if (self.dtype or "float32") in ("float32", "float64") and half and self.flops_per_s and \
                     half > 1.1 * self.flops_per_s:
                 ways.append(f"a lower precision (target.dtype bfloat16: {half / self.flops_per_s:.1f}x the FLOP rate)")
+            if self.transcendental_s > 0.5 * self.compute_s:
+                ways.append("cheaper transcendentals (a vectorized polynomial within the tolerance)")
             ways.append("fewer FLOPs (an algebraic rewrite)")
         return ", ".join(ways[:-1]) + (" or " if len(ways) > 1 else "") + ways[-1]
 
@@ -138,7 +170,7 @@ def from_measurement(stats: dict | None, fingerprint: dict | None, reference_s: 
         return None
     measured = stats.get("sol_peak") or stats.get("peak")
     rates = sol_rates(fingerprint, c.get("dtype"), measured, c.get("bytes"))
-    sol = speed_of_light(c.get("bytes"), c.get("flops"), rates)
+    sol = speed_of_light(c.get("bytes"), c.get("flops"), rates, c.get("transcendentals"))
     if sol is None:
         return None
     floor = stats.get("peak") or {}
@@ -151,7 +183,9 @@ def from_measurement(stats: dict | None, fingerprint: dict | None, reference_s: 
         device=device, cores=fingerprint.get("cpu_affinity") if cpu else None,
         all_cores_bytes_per_s=bandwidth_at(floor, c.get("bytes")) if cpu and floor else None,
         all_cores_flops_per_s=flops_at(floor, c.get("dtype")) if cpu and floor else None,
-        half_flops_per_s=flops_at(measured, "bfloat16") if measured and measured.get("flops") else None)
+        half_flops_per_s=flops_at(measured, "bfloat16") if measured and measured.get("flops") else None,
+        transcendentals=sol.get("transcendentals"), transcendental_s=sol.get("transcendental_s") or 0.0,
+        vector_measured=bool(sol.get("vector_measured")))
 
 
 def reference_position(store, root_id: int | None, also: int | None = None) -> Position | None:  # type: ignore[no-untyped-def]

@@ -9,8 +9,10 @@ from .collapse import open_suite_store
 
 
 def reference_headroom(store, campaign: str) -> dict | None:  # type: ignore[no-untyped-def]
-    """{"fraction", "bound", "note"} of ``campaign``'s reference; None when the store has no
-    position for it (no cost, no peak, no such campaign)."""
+    """{"fraction", "bound", "note", "left", "seconds", "memory_s", "compute_s", "describe"} of
+    ``campaign``'s reference (``left``: the most it can still be sped up, the lower of the memory
+    and the compute headroom); None when the store has no position for it (no cost, no peak, no
+    such campaign)."""
     from arbor.campaign.speed_of_light import reference_position
 
     try:
@@ -23,7 +25,9 @@ def reference_headroom(store, campaign: str) -> dict | None:  # type: ignore[no-
     if pos is None or pos.reference_s is None:
         return None
     shown, note = pos.reading(pos.reference_s)
-    return {"fraction": shown, "bound": pos.bound, "note": note}
+    return {"fraction": shown, "bound": pos.bound, "note": note, "left": pos.left, "seconds": pos.seconds,
+            "memory_s": pos.memory_s, "compute_s": pos.compute_s, "reference_s": pos.reference_s,
+            "describe": pos.describe()}
 
 
 def fill(rows: list[dict], store_url: str | None) -> list[dict]:

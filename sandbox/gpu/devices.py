@@ -27,6 +27,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from ..cache_dir import arbor_cache_dir
+from ..harness.op_math import transcendental_seconds
 
 __all__ = ["DevicePeak", "GPU_PEAKS", "gpu_peak", "peak_for", "sol_rates", "bandwidth_at", "flops_at",
            "min_time_s", "speed_of_light", "within_peak", "ABOVE_PEAK_TOLERANCE", "cpu_key", "gpu_key",
@@ -138,7 +139,7 @@ def sol_rates(fingerprint: dict, dtype: str | None, measured: dict | None,
     if device.startswith("cuda"):
         if measured and measured.get("bytes_per_s") and measured.get("name"):
             return {"flops_per_s": flops_at(measured, dtype), "bytes_per_s": float(measured["bytes_per_s"]),
-                    "source": f"measured on {measured['name']}", "threads": None}
+                    "source": f"measured on {measured['name']}", "threads": None, "vector": measured.get("vector")}
         p = gpu_peak(fingerprint.get("gpu_name") or fingerprint.get("device_name"))
         if p is None:
             return None
@@ -147,7 +148,8 @@ def sol_rates(fingerprint: dict, dtype: str | None, measured: dict | None,
     if measured and (measured.get("bytes_per_s") or measured.get("bandwidth")):
         t = measured.get("threads")
         return {"flops_per_s": flops_at(measured, dtype), "bytes_per_s": bandwidth_at(measured, nbytes),
-                "source": f"measured, {t} thread{'s' if t != 1 else ''}" if t else "measured", "threads": t}
+                "source": f"measured, {t} thread{'s' if t != 1 else ''}" if t else "measured", "threads": t,
+                "vector": measured.get("vector")}
     return None
 
 
@@ -194,19 +196,26 @@ def min_time_s(flops: float | None, nbytes: float | None, peak: dict) -> float:
     return t
 
 
-def speed_of_light(nbytes: float | None, flops: float | None, rates: dict | None) -> dict | None:
-    """The least time ``nbytes`` moved and ``flops`` done can take at ``rates``, with its two
-    parts and which one binds; None when neither part is known."""
+def speed_of_light(nbytes: float | None, flops: float | None, rates: dict | None,
+                   transcendentals: dict | None = None) -> dict | None:
+    """The least time ``nbytes`` moved and the arithmetic done can take at ``rates``: the memory
+    part, and the compute part — ``flops`` at the FLOP rate plus each transcendental evaluation at
+    the function's vector rate (``rates["vector"]``; without one at its FLOP equivalent:
+    ``op_math.transcendental_seconds``) — with which one binds; None when neither is known."""
     if not rates:
         return None
     memory_s = float(nbytes) / float(rates["bytes_per_s"]) if nbytes and rates.get("bytes_per_s") else 0.0
     compute_s = float(flops) / float(rates["flops_per_s"]) if flops and rates.get("flops_per_s") else 0.0
+    math_s = transcendental_seconds(transcendentals, rates.get("vector"), rates.get("flops_per_s"))
+    compute_s += math_s
     if max(memory_s, compute_s) <= 0:
         return None
     return {"seconds": max(memory_s, compute_s), "memory_s": memory_s, "compute_s": compute_s,
-            "bound": "memory" if memory_s >= compute_s else "compute", "bytes": nbytes, "flops": flops,
+            "transcendental_s": math_s, "bound": "memory" if memory_s >= compute_s else "compute",
+            "bytes": nbytes, "flops": flops, "transcendentals": transcendentals or None,
             "bytes_per_s": rates.get("bytes_per_s"), "flops_per_s": rates.get("flops_per_s"),
-            "source": rates.get("source"), "threads": rates.get("threads")}
+            "vector_measured": bool(rates.get("vector")), "source": rates.get("source"),
+            "threads": rates.get("threads")}
 
 
 # A fraction of a peak above 1 is physically impossible. Up to this much above, it is the peak's own
@@ -230,7 +239,9 @@ _TTL_S = 30 * 24 * 3600
 # this process's copy: where the cache file cannot be written (a read-only home on a cluster node),
 # the peak is still measured once per process, not once per measurement (a second or two each)
 _MEMO: dict[str, dict] = {}
-_FORMAT = "v2"  # v1 entries (one copy rate over cache-sized buffers, no thread count) are ignored
+# v1 entries (one copy rate over cache-sized buffers, no thread count) and v2 (no transcendental
+# vector rates: an erf-bound GELU read as memory-bound) are ignored and measured again once
+_FORMAT = "v3"
 
 
 def _memo_key(key: str) -> str:
@@ -317,11 +328,12 @@ def _merge(old: dict, new: dict) -> dict:
     out = {k: v for k, v in new.items() if k not in ("source", "stale")}
     for k in ("flops_per_s", "bytes_per_s"):
         out[k] = max(float(new.get(k) or 0), float(old.get(k) or 0))
-    flops = dict(old.get("flops") or {})
-    for k, v in (new.get("flops") or {}).items():
-        flops[k] = max(float(v or 0), float(flops.get(k) or 0))
-    if flops:
-        out["flops"] = flops
+    for table in ("flops", "vector"):  # per dtype; per transcendental function
+        rates = dict(old.get(table) or {})
+        for k, v in (new.get(table) or {}).items():
+            rates[k] = max(float(v or 0), float(rates.get(k) or 0))
+        if rates:
+            out[table] = rates
     curve = {int(f): float(r) for f, r in (old.get("bandwidth") or [])}
     for f, r in new.get("bandwidth") or []:
         curve[int(f)] = max(float(r), curve.get(int(f), 0.0))

@@ -9,6 +9,11 @@ each operator its own bytes and FLOPs — once: torch.profiler events nest (``at
 ``aten::clamp_min``), and a parent credited with its children's bytes in its own short self time
 reads far above any peak.
 
+FLOPs come from the profiler's estimates (GEMMs, convolutions, add, mul) and, for every other op,
+``op_math.py``'s per-element table, which also counts transcendental evaluations (exp, erf, tanh,
+...) apart: the speed of light reads those at the machine's vector rate of each function
+(``measure_vector_rates``, measured with the CPU peak), so an erf-bound GELU reads compute-bound.
+
 Bytes are lower bounds of the traffic (inputs read once, what an op allocates written once,
 nothing for views), so a rate computed from them can only understate what an op achieved: a
 reading above the peak means the time or the peak is wrong, never the bytes.
@@ -35,35 +40,70 @@ def _nbytes(xs) -> int:  # type: ignore[no-untyped-def]
     return sum(t.numel() * t.element_size() for t in items if isinstance(t, torch.Tensor))
 
 
-def _flops(model, xs: list) -> int | None:  # type: ignore[no-untyped-def]
-    """FLOPs of one reference call from the autograd profiler's shape-based estimates (matmuls,
-    convolutions, a few elementwise ops). Not FlopCounterMode: any dispatch mode makes torch import
-    dynamo, two seconds per measurement. Nested ops are counted once, at the outermost estimate."""
+def _load_op_math():  # type: ignore[no-untyped-def]
+    """op_math.py, shipped beside this file: loaded by path (the harness imports nothing from
+    Arbor) and now, with this module — once the sandbox is locked down, files beside the harness
+    can no longer be opened."""
+    import importlib.util  # noqa: PLC0415
+    import sys  # noqa: PLC0415
+
+    name = "arbor_harness_op_math"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(
+            name, os.path.join(os.path.dirname(os.path.abspath(__file__)), "op_math.py"))
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules[name] = mod
+        spec.loader.exec_module(mod)
+    return sys.modules[name]
+
+
+_op_math = _load_op_math()
+
+
+def _work(model, xs: list) -> tuple[int, dict[str, float]]:  # type: ignore[no-untyped-def]
+    """FLOPs and transcendental evaluations of one reference call: the autograd profiler's
+    shape-based estimates (matmuls, convolutions, add, mul) and, for the ops it does not estimate,
+    ``op_math``'s per-element table (activations, reductions, softmax, norms). Not FlopCounterMode:
+    any dispatch mode makes torch import dynamo, two seconds per measurement. Nested ops are counted
+    once, at the outermost op either knows (``aten::softmax``, not its ``aten::_softmax``)."""
     from torch.autograd import profiler  # noqa: PLC0415
 
-    with profiler.profile(with_flops=True) as prof:
+    math_ = _op_math
+    with profiler.profile(with_flops=True, record_shapes=True) as prof:
         model(*xs)
-    total = 0
+
+    def counts(e) -> bool:  # type: ignore[no-untyped-def]
+        return bool(e.flops) or math_.known(e.name)
+
+    total, fns = 0.0, {}
     for e in prof.function_events:
         parent, counted = e.cpu_parent, False
         while parent is not None and not counted:
-            counted, parent = bool(parent.flops), parent.cpu_parent
-        if e.flops and not counted:
-            total += int(e.flops)
-    return total
+            counted, parent = counts(parent), parent.cpu_parent
+        if counted or not counts(e):
+            continue
+        flops, more = math_.op_math(e.name, e.input_shapes, getattr(e, "concrete_inputs", None))
+        total += float(e.flops) if e.flops else flops
+        math_.add_counts(fns, more)
+    return int(total), fns
 
 
 def reference_cost(model, xs: list, outs) -> dict:  # type: ignore[no-untyped-def]
     """Bytes every implementation must touch (inputs read once, outputs written once; weights not
-    counted, which keeps the floor conservative) and FLOPs of the reference."""
+    counted, which keeps the floor conservative), FLOPs of the reference and its transcendental
+    evaluations per function (``transcendentals``: read at the measured vector rates)."""
+    why = None
     try:
-        flops = _flops(model, xs)
-    except Exception:  # noqa: BLE001  an op the profiler cannot follow: bytes alone still bound it
-        flops = None
+        flops, fns = _work(model, xs)
+    except Exception as exc:  # noqa: BLE001  an op the profiler cannot follow: bytes alone still bound it
+        flops, fns, why = None, {}, f"{type(exc).__name__}: {exc}"[:200]
     first = next((t for t in (outs if isinstance(outs, (list, tuple)) else [outs])
                   if isinstance(t, torch.Tensor)), None)
-    return {"bytes": _nbytes(xs) + _nbytes(outs), "flops": flops,
-            "dtype": str(first.dtype).replace("torch.", "") if first is not None else None}
+    out = {"bytes": _nbytes(xs) + _nbytes(outs), "flops": flops, "transcendentals": fns or None,
+           "dtype": str(first.dtype).replace("torch.", "") if first is not None else None}
+    if why:  # the position then reads the memory bound alone, and says why
+        out["uncounted"] = why
+    return out
 
 
 # ---- one profiled operator -----------------------------------------------------------------
@@ -172,7 +212,8 @@ def measure_cpu_peak(threads: int) -> dict:
     a floor derived from them never flags an honest candidate, and a profile read against them
     never shows an op above 100%. One thread is timed on its own CPU time, as the harness times
     one-thread work (other processes' load would otherwise stretch the peak's time but not the
-    measurement's, and a reference would read above its speed of light); more threads on wall time."""
+    measurement's, and a reference would read above its speed of light); more threads on wall time.
+    ``vector``: each transcendental's evaluation rate (``measure_vector_rates``)."""
     old = torch.get_num_threads()
     torch.set_num_threads(max(1, threads))
     clock = time.thread_time if threads <= 1 else _perf
@@ -197,10 +238,39 @@ def measure_cpu_peak(threads: int) -> dict:
                 m = torch.randn(n, n).to(dtype)
                 best = max(best, 2 * n ** 3 / _best(lambda: torch.mm(m, m), 2, clock=clock))
             flops[name] = best
+        vector = measure_vector_rates(threads, clock)
     finally:
         torch.set_num_threads(old)
     return {"threads": threads, "bandwidth": curve, "bytes_per_s": curve[-1][1], "llc_bytes": llc,
-            "flops": flops, "flops_per_s": max(flops.values()), "source": "measured"}
+            "flops": flops, "flops_per_s": max(flops.values()), "vector": vector, "source": "measured"}
+
+
+# The probe's operands: positive where the function needs it (log, sqrt, pow), an exponent that
+# is not an integer (pow's general path), a divisor away from zero.
+_VECTOR_FNS = {
+    "exp": lambda a, b, o: torch.exp(a, out=o), "log": lambda a, b, o: torch.log(a, out=o),
+    "erf": lambda a, b, o: torch.erf(a, out=o), "tanh": lambda a, b, o: torch.tanh(a, out=o),
+    "sigmoid": lambda a, b, o: torch.sigmoid(a, out=o), "pow": lambda a, b, o: torch.pow(a, 2.5, out=o),
+    "sqrt": lambda a, b, o: torch.sqrt(a, out=o), "div": lambda a, b, o: torch.div(a, b, out=o),
+}
+
+
+def measure_vector_rates(threads: int, clock=_perf) -> dict[str, float]:  # type: ignore[no-untyped-def]
+    """Evaluations per second of each transcendental (``op_math.TRANSCENDENTALS``) at ``threads``
+    intra-op threads, as ATen's vectorized float32 kernels reach them on cache-resident operands
+    (32K elements a thread: no DRAM traffic), net of an in-cache copy's time — the load and store a
+    fused kernel would not pay again for each function it evaluates. The net is floored at half the
+    function's time, so a copy timed slow never makes a rate absurdly high."""
+    n = 32768 * max(1, threads)
+    a = torch.rand(n) + 0.5
+    b, o = torch.rand(n) + 0.5, torch.empty(n)
+    reps = 40  # about 0.3 s for the eight functions on one thread
+    copy = _best(lambda: o.copy_(a), reps, clock=clock)
+    rates = {}
+    for fn, call in _VECTOR_FNS.items():
+        t = _best(lambda: call(a, b, o), reps, clock=clock)
+        rates[fn] = n / max(t - copy, 0.5 * t)
+    return rates
 
 
 def measure_gpu_peak(device) -> dict | None:  # type: ignore[no-untyped-def]

@@ -5,7 +5,8 @@ up (compiled candidates compile here), then records a few calls with torch.autog
 ``profile.json``: per operator and input shapes, the calls, self time, and the bytes and FLOPs of
 its *own* work. Profiler events nest (``aten::relu`` runs inside itself an ``aten::clamp_min`` that
 does the work), so each event's bytes (tensor inputs read, allocations written: ``cost.op_bytes``)
-and FLOPs (the profiler's estimates) are split over the call tree (``cost.attribute``): a parent
+and FLOPs (the profiler's estimates, else ``op_math.py``'s per-element table, whose transcendental
+evaluations are kept per op too) are split over the call tree (``cost.attribute``): a parent
 keeps only what its children do not account for, as its self time does. Nothing here judges the
 candidate; it only says where the time goes.
 """
@@ -54,14 +55,18 @@ def aggregate(events: list, cuda: bool, iters: int, default_size: int = 4) -> li
     children's)."""
     events = [e for e in events if _is_op(e, cuda)]
     pos = {id(e): i for i, e in enumerate(events)}
-    own = []
+    own, math = [], []
     for e in events:
         alloc = (max(0, int(getattr(e, "cpu_memory_usage", 0) or 0))
                  + max(0, int(getattr(e, "device_memory_usage", 0) or 0)))
         b = cost.op_bytes(e.name, e.input_shapes, getattr(e, "input_dtypes", None), alloc, default_size)
-        own.append((float(b), float(e.flops or 0)))
+        flops, fns = cost._op_math.op_math(e.name, e.input_shapes, getattr(e, "concrete_inputs", None))
+        own.append((float(b), float(e.flops or flops)))  # the profiler's estimate where it has one
+        math.append(fns)
     kids = [[pos[id(c)] for c in e.cpu_children if id(c) in pos] for e in events]
     mine = cost.attribute(own, kids)
+    # transcendentals belong to the innermost op that counts them (softmax's are _softmax's)
+    math = [{} if any(math[c] for c in kids[i]) else m for i, m in enumerate(math)]
     groups: dict = {}
     for i, e in enumerate(events):
         if cuda:
@@ -71,11 +76,12 @@ def aggregate(events: list, cuda: bool, iters: int, default_size: int = 4) -> li
         shapes = [list(s) for s in (e.input_shapes or []) if isinstance(s, (list, tuple))][:4]
         g = groups.setdefault((e.name, json.dumps(shapes)), {"name": e.name, "shapes": shapes, "count": 0,
                                                               "self_us": 0.0, "bytes": 0.0, "flops": 0.0,
-                                                              "footprint": 0.0})
+                                                              "footprint": 0.0, "math": {}})
         g["count"] += 1
         g["self_us"] += max(0.0, float(self_us or 0))
         g["bytes"] += mine[i][0]
         g["flops"] += mine[i][1]
+        cost._op_math.add_counts(g["math"], math[i])
         g["footprint"] = max(g["footprint"], own[i][0])
     ops = []
     for g in groups.values():
@@ -83,7 +89,8 @@ def aggregate(events: list, cuda: bool, iters: int, default_size: int = 4) -> li
             continue
         ops.append({"name": g["name"], "calls": g["count"] // iters or 1, "self_us": g["self_us"] / iters,
                     "shapes": g["shapes"], "flops": g["flops"] / iters or None,
-                    "bytes": g["bytes"] / iters or None, "footprint": g["footprint"] or None})
+                    "bytes": g["bytes"] / iters or None, "footprint": g["footprint"] or None,
+                    "transcendentals": {k: v / iters for k, v in g["math"].items()} or None})
     return ops
 
 

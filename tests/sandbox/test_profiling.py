@@ -108,6 +108,26 @@ def test_profile_events_aggregate_per_op_with_self_bytes(monkeypatch):
     assert ops["aten::clamp_min"]["self_us"] == 1000.0 and ops["aten::clamp_min"]["footprint"] == 16 * MB
 
 
+def test_an_ops_transcendentals_go_to_the_op_that_evaluates_them(monkeypatch):
+    monkeypatch.setattr(harness, "cost", cost)
+    x = [512, 4096]
+    inner = _event("aten::_softmax", [x, [], []], ["float", "Scalar", "Scalar"], 8 * MB, 3000.0)
+    outer = _event("aten::softmax", [x, [], []], ["float", "Scalar", "Scalar"], 0, 5.0, [inner])
+    ops = {o["name"]: o for o in harness.aggregate([outer, inner], cuda=False, iters=1)}
+    assert ops["aten::_softmax"]["transcendentals"] == {"exp": 512 * 4096}
+    assert ops["aten::_softmax"]["flops"] == 4 * 512 * 4096 and ops["aten::softmax"]["transcendentals"] is None
+
+
+def test_an_op_with_transcendentals_reads_its_fraction_of_its_arithmetics_bound():
+    n = 1 << 20  # erf at 0.35 G/s: 3.0 ms at least, plus 4 FLOPs an element at 50 GFLOP/s
+    raw = {"call_ms": 4.0, "iters": 1, "ops": [{"name": "aten::gelu", "calls": 1, "self_us": 4000.0, "shapes": [],
+                                                "bytes": 8 * n, "footprint": 8 * n, "flops": 4 * n,
+                                                "transcendentals": {"erf": n}}]}
+    p = summarize(raw, "float32", {**PEAK, "vector": {"erf": 0.35e9}})
+    assert p["ops"][0]["compute_frac"] == pytest.approx((n / 0.35e9 + 4 * n / 50e9) / 4e-3)
+    assert "of its arithmetic's bound (erf)" in format_profile(p)
+
+
 # --- readings capped by physics -------------------------------------------------------------
 PEAK = {"threads": 1, "bytes_per_s": 10e9, "flops": {"float32": 50e9, "bfloat16": 100e9}, "flops_per_s": 100e9,
         "bandwidth": [[32 << 10, 100e9], [2 * MB, 40e9], [16 * MB, 30e9], [64 * MB, 12e9], [256 * MB, 10e9]]}

@@ -83,12 +83,14 @@ def test_the_sol_margin_stop_says_where_the_reference_stands_and_what_to_do():
 def test_a_campaign_near_its_speed_of_light_stops_and_says_so(campaign_dir):
     """A real kernel campaign: the baseline's measurement brings the cost and this machine's peaks
     at one thread; a generous margin stops it after the baseline, and summary and show say how far
-    the reference is from its speed of light."""
+    the reference is from its speed of light. A LayerNorm: memory-bound (a gated GELU, its tanh and
+    sigmoid counted at the measured vector rates, is compute-bound, and only a memory-bound position
+    stops a campaign)."""
     spec = campaign_dir / "sol.yaml"
     spec.write_text("""name: sol
 target:
-  problem: problems/gelu_gate.py
-  sizes: {batch_size: 512, dim: 2048}
+  problem: problems/chunked_layernorm.py
+  sizes: {batch_size: 1024, dim: 1024}
   num_threads: 1
 budget:
   max_evaluations: 4
