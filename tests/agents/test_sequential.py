@@ -59,10 +59,13 @@ def test_false_accepts_on_null_data_stay_under_the_stated_bound(true_speedup, ba
 
 
 def test_a_real_gain_across_the_bar_is_found_by_more_looks():
+    """A true 1.08x against a 1.05x bar (looks of 1-3% error): the first look alone accepts about
+    36% of such candidates; with the extra looks about 60% (1.07x: 19% -> 32%)."""
     rng = np.random.default_rng(7)
-    runs = [run_rule(math.log(1.07), 1.05, rng) for _ in range(5000)]
-    extended = [v for v, k in runs if k > 1]
-    assert extended and sum(v == "accept" for v in extended) / len(extended) > 0.2
+    runs = [run_rule(math.log(1.08), 1.05, rng) for _ in range(5000)]
+    first_only = sum(v == "accept" and k == 1 for v, k in runs) / len(runs)
+    overall = sum(v == "accept" for v, _ in runs) / len(runs)
+    assert overall > 1.4 * first_only and sum(k > 1 for _, k in runs) > 0.3 * len(runs)
 
 
 def straddling(seed: int = 2):
