@@ -20,7 +20,9 @@ forks a child per measurement (``measure_kernels``), which saves the import, not
 
     python -m benchmarks.aa_false_accept --bar-at-one --trials 100   # the rule's own error rate
 
-Writes ``benchmarks/results/aa_false_accept.json`` (``aa_false_accept_bar1.json`` with ``--bar-at-one``).
+Writes ``benchmarks/results/aa_false_accept.json`` (``aa_false_accept_bar1.json`` with ``--bar-at-one``;
+``aa_false_accept_bar1_fixed_effect.json`` is the run before the sequential test's looks were pooled
+with random effects).
 """
 
 from __future__ import annotations
