@@ -28,7 +28,8 @@ table prints per arm the centre (geomean of the A/A speedups), how many A/A inte
     python -m benchmarks.aa_floor --dev-set --reps 3                 # before (own) and after (shared)
     python -m benchmarks.aa_floor --dev-set --problems relu,softmax,gelu --reps 2
 
-Writes ``benchmarks/results/aa_centre_cpu.json``.
+Writes ``benchmarks/results/aa_centre_cpu.json`` (``aa_centre_root_cpu.json`` with ``--as-root``: the
+way a campaign measures its root, the reference renamed ``ModelNew`` as the candidate).
 """
 
 from __future__ import annotations
@@ -74,13 +75,18 @@ def measure_arm(runner, source: str, device: str, batch_s: float, budget_s: floa
             "batched": bool(m.stats.get("cuda_batch")), "call_ms": statistics.median(base) * 1e3 if base else None}
 
 
-def dev_set_arm(runner, path, placement: str, peaks: dict) -> dict:  # type: ignore[no-untyped-def]
+def dev_set_arm(runner, path, placement: str, peaks: dict,  # type: ignore[no-untyped-def]
+                as_root: bool = False) -> dict:
     """One A/A of one development-set problem, on one thread, inputs placed as ``placement`` says;
-    the machine's peak rates measured once (``peaks``), as a campaign caches them."""
+    the machine's peak rates measured once (``peaks``), as a campaign caches them. ``as_root``: as
+    a campaign measures its root, the reference against itself renamed ``ModelNew`` and loaded as
+    the candidate (mode ``ab``), instead of mode ``aa``."""
+    from arbor.agents.transforms import to_modelnew
     from arbor.sandbox.kernel_protocol import KernelRequest, measure_kernel
 
     src = path.read_text()
-    m = measure_kernel(runner, KernelRequest(src, src, mode="aa", num_threads=1, placement=placement,
+    m = measure_kernel(runner, KernelRequest(src, to_modelnew(src) if as_root else src,
+                                             mode="ab" if as_root else "aa", num_threads=1, placement=placement,
                                              timeout_s=300, **peaks), cache=None)
     if not m.ok:
         return {"error": f"{m.error_class}: {(m.error_text or '')[:200]}"}
@@ -131,7 +137,7 @@ def dev_set(args) -> int:  # type: ignore[no-untyped-def]
         for rep in range(args.reps):
             for p in paths:
                 for arm in (arms if rep % 2 == 0 else arms[::-1]):  # side by side, order alternating
-                    r = dev_set_arm(runner, p, arm, peaks)
+                    r = dev_set_arm(runner, p, arm, peaks, args.as_root)
                     results[arm][p.stem].append(r)
                     print(f"rep {rep + 1} {p.stem} {arm}: " + (r.get("error") or
                           f"{r['speedup']:.3f}x [{r['ci'][0]:.3f}, {r['ci'][1]:.3f}] floor {r['floor']:.1%} "
@@ -142,9 +148,10 @@ def dev_set(args) -> int:  # type: ignore[no-untyped-def]
                  ("worst_centre_pct", "worst problem %"), ("worst", "worst"), ("exclude_1", "CI excl. 1.0"),
                  ("floor_pct", "median floor %"), ("floors_le_3pct", "floors <= 3%")]))
     failed = sum("error" in r for per in results.values() for rs in per.values() for r in rs)
-    path = write_result("aa_centre_cpu", {"rows": rows, "raw": results, "reps": args.reps, "failed": failed,
-                                          "goal": "centre within 1%, floor <= 3% for >= 1 ms kernels",
-                                          "load_avg_before": load0, "load_avg_after": os.getloadavg()}, started)
+    path = write_result("aa_centre_root_cpu" if args.as_root else "aa_centre_cpu", {
+        "as_root": args.as_root, "rows": rows, "raw": results, "reps": args.reps, "failed": failed,
+        "goal": "centre within 1%, floor <= 3% for >= 1 ms kernels",
+        "load_avg_before": load0, "load_avg_after": os.getloadavg()}, started)
     print(f"load {load0[0]:.2f} -> {os.getloadavg()[0]:.2f}; {failed} failed; results: {path}")
     return 1 if failed else 0
 
@@ -154,6 +161,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--dev-set", action="store_true", help="A/A centre and floor over benchmarks/problems/l1_*")
     ap.add_argument("--problems", default="", help="--dev-set: comma-separated parts of the names to keep")
     ap.add_argument("--placements", default="own,shared", help="--dev-set: arms (own = before issue 41)")
+    ap.add_argument("--as-root", action="store_true", help="--dev-set: measure as a campaign's root (mode ab, "
+                    "the reference renamed ModelNew as the candidate)")
     ap.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
     ap.add_argument("--problem", default=str(PROBLEM))
     ap.add_argument("--batch-ms", default="10,30,100", help="batch floors to compare, ms (comma-separated)")

@@ -251,7 +251,7 @@ class Harness:
         # Both sides sweep one pool, so neither keeps luckier memory for the run (placement.py); a
         # reference that mutates its inputs keeps a pool per side. Before issue 41: "own".
         mode = "own" if any(self.checker.ref_mutates) else str(req.get("placement") or "shared")
-        pools = self.placed = placement.Pools(lambda s, k: self.inputs(10_007 + 1000 * s + k), calibration.POOL_SIZE, mode)
+        pools = placement.Pools(lambda s, k: self.inputs(10_007 + 1000 * s + k), calibration.POOL_SIZE, mode)
         self.pools = pools.sets
         models = (self.ref, self.new)
         spot = random.Random(int.from_bytes(os.urandom(8), "little"))
@@ -432,7 +432,8 @@ def warm() -> dict:
     this call cost ({} when already done). A warm worker (sandbox/warm_worker.py) calls it once and
     forks a child per measurement, which then finds nothing left to do here. Runs no tensor op:
     a forked child must be able to start its own OpenMP pool and device context."""
-    global checks, integrity, timing, cost, fpr, correctness, calibration, clock_watch, compile_cache, placement, Failure
+    global checks, integrity, timing, cost, fpr, correctness, calibration, clock_watch, compile_cache, placement
+    global Failure
     if _WARM:
         return {}
     t0 = time.perf_counter()
