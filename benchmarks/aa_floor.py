@@ -17,11 +17,25 @@ paired-ratio CV, rounds, calls per batch. The batch floor is the request's ``min
 harness never batches below 10 ms on CUDA); ``--device cpu`` runs the same arms through the CPU
 timer (no batches: a check of the script, not of the question). Writes
 ``benchmarks/results/aa_floor_<device>.json`` with the load average.
+
+``--dev-set`` asks issue 41's question instead: is the A/A *centred*? Over the development set's
+single ops (``benchmarks/problems/l1_*.py``, one thread, the default request) each placement of the
+timing inputs (``own``: a pool per side, as before; ``shared``: one pool both sides sweep, see
+sandbox/harness/placement.py) measures every problem ``--reps`` times, arms alternating, and the
+table prints per arm the centre (geomean of the A/A speedups), how many A/A intervals exclude 1.0
+(5% would be honest), and the Critic's noise floor, for the calls of 1 ms or more:
+
+    python -m benchmarks.aa_floor --dev-set --reps 3                 # before (own) and after (shared)
+    python -m benchmarks.aa_floor --dev-set --problems relu,softmax,gelu --reps 2
+
+Writes ``benchmarks/results/aa_centre_cpu.json`` (``aa_centre_root_cpu.json`` with ``--as-root``: the
+way a campaign measures its root, the reference renamed ``ModelNew`` as the candidate).
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import statistics
 import sys
@@ -61,14 +75,102 @@ def measure_arm(runner, source: str, device: str, batch_s: float, budget_s: floa
             "batched": bool(m.stats.get("cuda_batch")), "call_ms": statistics.median(base) * 1e3 if base else None}
 
 
+def dev_set_arm(runner, path, placement: str, peaks: dict,  # type: ignore[no-untyped-def]
+                as_root: bool = False) -> dict:
+    """One A/A of one development-set problem, on one thread, inputs placed as ``placement`` says;
+    the machine's peak rates measured once (``peaks``), as a campaign caches them. ``as_root``: as
+    a campaign measures its root, the reference against itself renamed ``ModelNew`` and loaded as
+    the candidate (mode ``ab``), instead of mode ``aa``."""
+    from arbor.agents.transforms import to_modelnew
+    from arbor.sandbox.kernel_protocol import KernelRequest, measure_kernel
+
+    src = path.read_text()
+    m = measure_kernel(runner, KernelRequest(src, to_modelnew(src) if as_root else src,
+                                             mode="ab" if as_root else "aa", num_threads=1, placement=placement,
+                                             timeout_s=300, **peaks), cache=None)
+    if not m.ok:
+        return {"error": f"{m.error_class}: {(m.error_text or '')[:200]}"}
+    if not peaks and m.stats.get("peak") and m.stats.get("sol_peak"):
+        peaks.update(peak=m.stats["peak"], sol_peak=m.stats["sol_peak"])
+    from arbor.agents.critic.stats import summarize
+
+    st = summarize(m.baseline_samples, m.candidate_samples)
+    return {"speedup": st.speedup, "ci": [st.ci_low, st.ci_high], "floor": _floor(m), "rounds": st.rounds,
+            "call_ms": st.baseline_median_s * 1e3, "load": os.getloadavg()[0]}
+
+
+def dev_set_rows(results: dict) -> list[dict]:
+    """Per arm over the >= 1 ms calls: centre (geomean), the worst problem's centre, intervals
+    that exclude 1.0, the median floor and the share of floors at most 3%."""
+    rows = []
+    for arm, per in results.items():
+        runs = [r for rs in per.values() for r in rs if "error" not in r and r["call_ms"] >= 1.0]
+        if not runs:
+            continue
+        logs = [math.log(r["speedup"]) for r in runs]
+        worst = max((abs(math.log(statistics.fmean(r["speedup"] for r in rs if "error" not in r))), name)
+                    for name, rs in per.items() if any("error" not in r and r["call_ms"] >= 1.0 for r in rs))
+        floors = sorted(r["floor"] for r in runs if r["floor"] is not None)
+        rows.append({"placement": arm, "runs": len(runs), "centre": math.exp(statistics.fmean(logs)),
+                     "worst_centre_pct": 100 * (math.exp(worst[0]) - 1), "worst": worst[1],
+                     "exclude_1": sum(not (r["ci"][0] <= 1.0 <= r["ci"][1]) for r in runs),
+                     "floor_pct": 100 * statistics.median(floors) if floors else None,
+                     "floors_le_3pct": sum(f <= 0.03 for f in floors)})
+    return rows
+
+
+def dev_set(args) -> int:  # type: ignore[no-untyped-def]
+    from arbor.sandbox.local_runner import LocalRunner
+
+    wanted = [w.strip() for w in (args.problems or "").split(",") if w.strip()]
+    paths = [p for p in sorted((ROOT / "benchmarks" / "problems").glob("l1_*.py"))
+             if not wanted or any(w in p.stem for w in wanted)]
+    arms = [a.strip() for a in args.placements.split(",") if a.strip()]
+    if not paths or any(a not in ("own", "shared") for a in arms):
+        print("aa_floor: --problems matched no l1_ problem, or --placements is not a list of own/shared",
+              file=sys.stderr)
+        return 2
+    started, load0 = time.monotonic(), os.getloadavg()
+    results: dict = {a: {p.stem: [] for p in paths} for a in arms}
+    peaks: dict = {}
+    with LocalRunner(network="host", filesystem="host") as runner:
+        for rep in range(args.reps):
+            for p in paths:
+                for arm in (arms if rep % 2 == 0 else arms[::-1]):  # side by side, order alternating
+                    r = dev_set_arm(runner, p, arm, peaks, args.as_root)
+                    results[arm][p.stem].append(r)
+                    print(f"rep {rep + 1} {p.stem} {arm}: " + (r.get("error") or
+                          f"{r['speedup']:.3f}x [{r['ci'][0]:.3f}, {r['ci'][1]:.3f}] floor {r['floor']:.1%} "
+                          f"{r['call_ms']:.2f} ms load {r['load']:.2f}"), flush=True)
+    rows = dev_set_rows(results)
+    print(table([{k: (fmt(v, 3) if isinstance(v, float) else v) for k, v in r.items()} for r in rows],
+                [("placement", "inputs"), ("runs", "A/As >= 1 ms"), ("centre", "centre"),
+                 ("worst_centre_pct", "worst problem %"), ("worst", "worst"), ("exclude_1", "CI excl. 1.0"),
+                 ("floor_pct", "median floor %"), ("floors_le_3pct", "floors <= 3%")]))
+    failed = sum("error" in r for per in results.values() for rs in per.values() for r in rs)
+    path = write_result("aa_centre_root_cpu" if args.as_root else "aa_centre_cpu", {
+        "as_root": args.as_root, "rows": rows, "raw": results, "reps": args.reps, "failed": failed,
+        "goal": "centre within 1%, floor <= 3% for >= 1 ms kernels",
+        "load_avg_before": load0, "load_avg_after": os.getloadavg()}, started)
+    print(f"load {load0[0]:.2f} -> {os.getloadavg()[0]:.2f}; {failed} failed; results: {path}")
+    return 1 if failed else 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--dev-set", action="store_true", help="A/A centre and floor over benchmarks/problems/l1_*")
+    ap.add_argument("--problems", default="", help="--dev-set: comma-separated parts of the names to keep")
+    ap.add_argument("--placements", default="own,shared", help="--dev-set: arms (own = before issue 41)")
+    ap.add_argument("--as-root", action="store_true", help="--dev-set: measure as a campaign's root (mode ab, "
+                    "the reference renamed ModelNew as the candidate)")
     ap.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
     ap.add_argument("--problem", default=str(PROBLEM))
     ap.add_argument("--batch-ms", default="10,30,100", help="batch floors to compare, ms (comma-separated)")
     ap.add_argument("--budget-s", default="2", help="timing budgets per side, s (comma-separated)")
     ap.add_argument("--reps", type=int, default=1, help="rounds of all arms, in rotation")
     args = ap.parse_args(argv)
+    if args.dev_set:
+        return dev_set(args)
     try:
         batches = [float(x) / 1e3 for x in args.batch_ms.split(",") if x.strip()]
         budgets = [float(x) for x in args.budget_s.split(",") if x.strip()]

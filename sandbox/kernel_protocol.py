@@ -29,8 +29,8 @@ __all__ = ["KernelRequest", "KernelMeasurement", "measure_kernel", "measure_kern
 HARNESS_PATH = Path(__file__).parent / "harness" / "kernel_harness.py"
 # Shipped beside the harness and loaded by path in the child (never imported from Arbor there).
 HARNESS_MODULES = ("kernel_checks.py", "integrity.py", "process_state.py", "registries.py", "liveness.py",
-                   "timing.py", "calibration.py", "clock_watch.py", "cost.py", "op_math.py", "fingerprint.py",
-                   "correctness.py", "batch.py", "allocator.py", "compile_cache.py", "compiler_warm.py")
+                   "placement.py", "timing.py", "calibration.py", "clock_watch.py", "cost.py", "op_math.py",
+                   "fingerprint.py", "correctness.py", "batch.py", "allocator.py", "compile_cache.py", "compiler_warm.py")
 # a runner may start the harness warm (forked from a worker that imported torch once); a job whose
 # candidate (or problem) compiles with torch.compile asks for Dynamo and Inductor imported too
 HARNESS_ENTRY = PythonEntry("kernel_harness.py", HARNESS_MODULES)
@@ -74,6 +74,9 @@ class KernelRequest:
     clock: str = "auto"  # CPU: "auto" = process CPU time for single-threaded work, else wall; "wall"
     num_threads: int | None = None
     mode: str = "ab"
+    # timing inputs: one pool both sides sweep ("shared"), or a pool per side ("own": before issue
+    # 41, when each side kept its buffers, and their placement's luck, for the whole run)
+    placement: str = "shared"
     timeout_s: float = 120.0
     memory_bytes: int | None = 8 << 30
     quiet_s: float = 0.15  # idle window after timing in which candidate threads must not work
@@ -146,6 +149,9 @@ def build_job(req: KernelRequest, nonce: str, cache_key: str | None = None, arch
     ``cache_key``), and the job's own comes back as a collected file."""
     if req.mode not in ("ab", "aa"):
         raise ValueError(f"unknown mode {req.mode!r}: use 'ab' (reference vs candidate) or 'aa'")
+    if req.placement not in ("shared", "own"):
+        raise ValueError(f"unknown placement {req.placement!r}: use 'shared' (one input pool both sides "
+                         "sweep) or 'own' (a pool per side)")
     cuda = req.device.startswith("cuda")
     return Job(
         argv=[sys.executable, "-I", "-B", _HARNESS_NAME, "request.json"],

@@ -15,6 +15,7 @@ from arbor.agents.contracts import Critic, Judgement
 from .gates import GATES, CriticConfig, Evidence, GateLog
 from .guard import check_source
 from .plausibility import plausibility_note
+from .sequential import look_of, pooled
 from .stats import SampleStats, summarize
 
 _FINAL = {"accept": "accepted", "reject": "rejected", "fail": "failed", "remeasure": None}
@@ -81,7 +82,10 @@ class HeuristicCritic(Critic):
                       f"[{st.ci_low:.3f}, {st.ci_high:.3f}] sets the noise floor at {noise:.1%}")
             return Judgement("accept", "baseline", reason, "accepted", log.entries, st.to_dict(),
                              speedup=1.0, value=0.0, noise_floor=noise)
-        if ev.purpose == "tiebreak" and ev.earlier_speedups:
+        if ev.earlier_looks:  # accepted by the sequential test: the pooled estimate of every look
+            speedup = pooled_speedup(ev, st, self.config.confidence)
+            confirmed = f"; {len(ev.earlier_looks) + 1} looks pooled by the sequential test: {speedup:.3f}x"
+        elif ev.purpose == "tiebreak" and ev.earlier_speedups:
             runs = [*ev.earlier_speedups, st.speedup]
             speedup = statistics.median(runs)
             confirmed = f"; tie-break of {', '.join(f'{x:.3f}x' for x in runs)}: the median is kept"
@@ -95,6 +99,13 @@ class HeuristicCritic(Critic):
                   f"at {self.config.confidence:.0%}, Mann-Whitney p={st.mw_p:.2g}{confirmed}")
         return Judgement("accept", "improved", reason, "accepted", log.entries, _stats(st, tax),
                          speedup=speedup, value=math.log(speedup))
+
+
+def pooled_speedup(ev: Evidence, st: SampleStats, confidence: float) -> float:
+    """The inverse-variance pooled speedup of a node's looks (sequential.py), this one included."""
+    looks = [lk for lk in (look_of(x["speedup"], x["ci_low"], x["ci_high"], confidence)
+                           for x in [*ev.earlier_looks, st.to_dict()]) if lk is not None]
+    return math.exp(pooled(looks).log_speedup) if looks else st.speedup
 
 
 def _stats(st: SampleStats | None, tax: float | None) -> dict:

@@ -29,6 +29,12 @@ class CriticThresholds(BaseModel):
     max_remeasures: int = Field(default=1, ge=0, le=5, description="re-measurements allowed for `unstable` / "
                                 "transient `env_drift`")
     confirm_new_best: bool = Field(default=True, description="re-measure a new best before building on it")
+    max_extra_looks: int = Field(default=2, ge=0, le=6, description="undecided candidates (interval across the "
+                                 "bar, point above it): further measurements, judged pooled by a sequential "
+                                 "test (agents/critic/sequential.py; 0: reject them at once)")
+    sequential_alpha: float = Field(default=0.0125, gt=0, le=0.05, description="one-sided error the extra looks "
+                                    "spend, equally (Bonferroni); the stated false-accept bound is this plus the "
+                                    "first look's (1 - confidence) / 2")
     plausibility_slack: float = Field(default=2.0, ge=1.0,
                                       description="hack_suspected only when faster than speed of light / slack")
     plausibility_flops: bool = Field(default=False, description="also floor by the reference's FLOPs "
@@ -77,6 +83,11 @@ class Evidence:
     confirmed: bool = False  # an earlier attempt of this node already passed every gate
     previous_speedup: float | None = None  # speedup of the attempt being confirmed
     earlier_speedups: list = field(default_factory=list)  # tie-break: the first measurement's, the confirmation's
+    # sequential test (agents/critic/sequential.py): the stats of this node's earlier looks, each of
+    # which the Critic found undecided (diagnosis ``extend``), and how many more looks the campaign's
+    # remaining wall budget pays for (None: no budget to respect)
+    earlier_looks: list = field(default_factory=list)
+    extra_looks_allowed: int | None = None
     baseline_reference_s: float | None = None  # the reference's median in the campaign baseline's measurement
     # the reference measured alone (a fresh baseline measurement, no candidate code in its process)
     # since this node's previous attempt: ``steps.reprobe_reference``; None when there was none

@@ -12,7 +12,9 @@ evaluation with a decision, a diagnosis code and a one-sentence reason. Order:
 6. ``reference``    the reference not slowed vs the baseline's measurement (``env_drift``), nor only
                    beside the candidate (``hack_suspected`` once it repeats; a speedup that clears
                    the bar without the slowdown is judged at that lower figure instead)
-7. ``significant``  CI above 1.0 + noise, Mann-Whitney agrees, effect size (``no_gain``, ``regression``)
+7. ``significant``  CI above 1.0 + noise, Mann-Whitney agrees, effect size (``no_gain``, ``regression``);
+                   an undecided one (interval across the bar, point above) is measured again and judged
+                   by a sequential test over all its looks (``extend``, sequential.py)
 8. ``confirm_best`` a new best is measured again, independently, before others build on it
 
 ``plausible`` runs before ``stable`` and ``env`` on purpose: an integrity
@@ -29,6 +31,7 @@ import math
 
 from .env_gate import gate_env, gate_reference, slow_reference, slowed_in_process
 from .evidence import CriticConfig, Evidence, GateLog, GateOutcome, noise_margin, remeasure_or_reject
+from . import sequential
 from .plausibility import gate_plausible
 from .stats import SampleStats
 
@@ -112,7 +115,13 @@ def gate_significant(ev: Evidence, st: SampleStats | None, cfg: CriticConfig) ->
     if st.ci_high * (1.0 + max(noise, cfg.min_speedup - 1.0)) < ev.parent_speedup:
         return GateOutcome("reject", "regression",
                            f"slower than its parent: {ci} vs parent {ev.parent_speedup:.3f}x")
+    if ev.earlier_looks or ev.purpose == "extend":  # a look of the sequential test: all looks together
+        return sequential_look(ev, st, cfg, noise)
     if st.ci_low <= 1.0 + noise:
+        if sequential.undecided(st.speedup, st.ci_low, 1.0 + noise, cfg.min_speedup) and _looks_left(ev, cfg, 0):
+            return GateOutcome("remeasure", "extend", f"speedup {ci} is undecided: its point clears the bar "
+                               f"{1.0 + noise:.3f}x, its CI does not; measuring it again (look 2 of at most "
+                               f"{1 + _looks_cap(ev, cfg)}, pooled)", purpose="extend")
         return GateOutcome("reject", "no_gain", f"speedup {ci} does not clear the noise floor: the "
                            f"CI must lie above {1.0 + noise:.3f}x")
     if st.speedup < cfg.min_speedup:
@@ -124,11 +133,45 @@ def gate_significant(ev: Evidence, st: SampleStats | None, cfg: CriticConfig) ->
     return None
 
 
+def _looks_cap(ev: Evidence, cfg: CriticConfig) -> int:
+    """Extra looks allowed: the Critic's cap, and no more than the wall budget pays for."""
+    cap = cfg.max_extra_looks
+    return cap if ev.extra_looks_allowed is None else min(cap, max(0, ev.extra_looks_allowed))
+
+
+def _looks_left(ev: Evidence, cfg: CriticConfig, done: int) -> bool:
+    return done < _looks_cap(ev, cfg)
+
+
+def sequential_look(ev: Evidence, st: SampleStats, cfg: CriticConfig, noise: float) -> GateOutcome | None:
+    """Extra look ``len(ev.earlier_looks)`` of an undecided candidate: accept (pass on to the next
+    gate), reject, or one more look while the cap and the budget allow (sequential.py)."""
+    looks = [lk for lk in (sequential.look_of(x["speedup"], x["ci_low"], x["ci_high"], cfg.confidence)
+                           for x in [*ev.earlier_looks, st.to_dict()]) if lk is not None]
+    done = len(ev.earlier_looks)
+    z = sequential.z_per_look(cfg.sequential_alpha, max(1, cfg.max_extra_looks))
+    bar = 1.0 + noise
+    verdict, p = sequential.decide(looks, bar, cfg.min_speedup, z, last=not _looks_left(ev, cfg, done))
+    lo, mid, hi = (math.exp(p.log_speedup + k * z * p.se) for k in (-1, 0, 1))
+    what = (f"{len(looks)} looks pooled: {mid:.3f}x [{lo:.3f}, {hi:.3f}] at z={z:.2f} against the bar "
+            f"{bar:.3f}x (stated false-accept bound "
+            f"{sequential.error_bound(cfg.confidence, cfg.sequential_alpha):.2%})")
+    if verdict == "accept":
+        return None
+    if verdict == "continue":
+        return GateOutcome("remeasure", "extend", f"still undecided, {what}; measuring it again",
+                           purpose="extend")
+    why = "cap reached" if mid >= bar and hi >= bar else "cannot reach the bar"
+    return GateOutcome("reject", "no_gain", f"{what}: {why}")
+
+
 def gate_confirm_best(ev: Evidence, st: SampleStats | None, cfg: CriticConfig) -> GateOutcome | None:
     """A new best is measured again before others build on it. When the confirmation contradicts
     the first measurement (one says it beats the best, the other that it does not), a third breaks
     the tie and the median of the three is kept: two runs cannot tell a fluke from a slow run."""
     if ev.is_root or st is None or not cfg.confirm_new_best or ev.confirmed:
+        return None
+    if ev.earlier_looks:  # the sequential test pooled independent measurements: confirmed already
         return None
     if ev.purpose == "confirm":
         first = ev.previous_speedup

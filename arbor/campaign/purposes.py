@@ -9,10 +9,11 @@ from .context import Context
 
 def next_purpose(ctx: Context, nid: int) -> str:
     """``primary`` for a first measurement; after a Critic's ``remeasure`` its diagnosis names the
-    purpose (``confirm``, ``tiebreak``), anything else is a plain ``remeasure``."""
+    purpose (``confirm``, ``tiebreak``, ``extend``: a look of the sequential test), anything else is
+    a plain ``remeasure``."""
     verdicts = ctx.store.verdicts(nid)
     if verdicts and verdicts[-1].decision == "remeasure":
-        return verdicts[-1].diagnosis if verdicts[-1].diagnosis in ("confirm", "tiebreak") else "remeasure"
+        return verdicts[-1].diagnosis if verdicts[-1].diagnosis in ("confirm", "tiebreak", "extend") else "remeasure"
     return "primary"
 
 

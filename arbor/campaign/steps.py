@@ -226,8 +226,16 @@ def _evidence(ctx: Context, node: NodeRecord) -> tuple[Evidence, object]:
         earlier_taxes=[g["tax"] for v in verdicts if v.decision == "remeasure" for g in v.gates or []
                        if g.get("tax") is not None],
         fingerprint=last.fingerprint or {}, baseline_fingerprint=base_fp, facts=last.stats or {},
+        earlier_looks=_looks(verdicts) if last.purpose == "extend" else [],
+        extra_looks_allowed=timing.looks_that_fit(ctx, node.id) if node.parent_id is not None else None,
     )
     return ev, last
+
+
+def _looks(verdicts: list) -> list[dict]:
+    """The stats of each earlier measurement the Critic found undecided (its sequential test)."""
+    return [st for v in verdicts if v.decision == "remeasure" and v.diagnosis == "extend"
+            for st in [next((g["stats"] for g in v.gates or [] if "stats" in g), None)] if st]
 
 
 def _fresh_probe(root_ms: list, ms: list) -> float | None:

@@ -202,6 +202,20 @@ def chain_s(ctx: Context, kind: str, attempt: int, durations: dict, node_id: int
     return first * (1.0 + (d["ratio"] if ctx.spec.critic.confirm_new_best else 0.0))
 
 
+def looks_that_fit(ctx: Context, node_id: int) -> int | None:
+    """Further measurements of one candidate (the Critic's sequential test of an undecided one)
+    that fit before ``max_wall_s`` with the final verification still to come: each priced as a
+    later measurement of this candidate. None before anything was measured."""
+    d = by_kind(ctx)
+    first = d["firsts"].get(node_id) or d["any"]["first"]
+    if not first:
+        return None
+    kind = d["kind_of"].get(node_id, "any")
+    per = first * d.get(kind, d["any"])["ratio"]
+    left = ctx.spec.budget.max_wall_s - ctx.flush_elapsed() - expected(ctx)["verify_s"]
+    return max(0, int(left // per)) if per > 0 else None
+
+
 def dispatch_ahead_s(ctx: Context, source: str | None = None) -> float:
     """Parallel loop: seconds until the campaign could end if one more candidate (``source``,
     or the quicker kind when it is not known yet) is dispatched now — the longer of its chain and

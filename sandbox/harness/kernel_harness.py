@@ -32,7 +32,7 @@ import traceback
 _TEXT_LIMIT = 4000
 _RESULT = "result.json"
 _HERE = os.path.dirname(os.path.abspath(__file__))
-checks = integrity = timing = cost = fpr = correctness = calibration = clock_watch = None  # loaded by path in warm()
+checks = integrity = timing = cost = fpr = correctness = calibration = clock_watch = placement = None  # by path, warm()
 compile_cache = None  # also: stdlib only; a job activates its cache before the candidate imports Inductor
 Failure = Exception  # kernel_checks.Failure once loaded
 _MODES: dict = {}  # torch dtype -> precision mode name, filled in warm() once torch is imported
@@ -205,7 +205,7 @@ class Harness:
         extra = {"harness": sys.modules[__name__], "Harness": Harness, "problem": self.problem,
                  "Model": self.problem.Model}
         extra.update({m.__name__: m for m in (checks, integrity, timing, cost, fpr, correctness, calibration,
-                                              clock_watch, compile_cache)})
+                                              clock_watch, compile_cache, placement)})
         extra["Correctness"] = correctness.Correctness
         extra.update(integrity.reference_spaces(self.ref, self.problem))
         self.identities = integrity.IdentitySnapshot(extra)
@@ -248,8 +248,11 @@ class Harness:
             watch, self.facts["gpu_clocks"] = clock_watch.open_watch(self.result["fingerprint"])
             timer = timing.CudaTimer(self.device, self.l2, watch)
         self.checker.kept.clear()  # correctness's input clones: timing must not run in their shadow
-        # Each side owns its inputs, so an input-mutating candidate cannot disturb the baseline.
-        self.pools = [[self.inputs(10_007 + 1000 * s + k) for k in range(calibration.POOL_SIZE)] for s in (0, 1)]
+        # Both sides sweep one pool, so neither keeps luckier memory for the run (placement.py); a
+        # reference that mutates its inputs keeps a pool per side. Before issue 41: "own".
+        mode = "own" if any(self.checker.ref_mutates) else str(req.get("placement") or "shared")
+        pools = placement.Pools(lambda s, k: self.inputs(10_007 + 1000 * s + k), calibration.POOL_SIZE, mode)
+        self.pools = pools.sets
         models = (self.ref, self.new)
         spot = random.Random(int.from_bytes(os.urandom(8), "little"))
         self.spot_p, self.spot_checks, self.spot_ns = 0.0, 0, 0  # no spot checks while warming up
@@ -264,6 +267,7 @@ class Harness:
                 if side:
                     raise _classify(e, "runtime_error", "the candidate raised during timing:")
                 raise _classify(e, "harness_error", "the reference Model raised during timing:")
+            pools.check(side, start, inner, lambda why: self.checker.fail("hack_suspected", why))
             if side:  # switches flipped for the timed calls only, put back before other checks
                 integrity.verify_state(self.pristine.pristine, integrity.pstate.capture(), Failure,
                                        self.precision, self.pristine.during)
@@ -277,8 +281,7 @@ class Harness:
             return seconds
 
         def grow(side: int, want: int) -> None:
-            pool = self.pools[side]
-            pool.extend(self.inputs(10_007 + 1000 * side + k) for k in range(len(pool), want))
+            pools.grow(side, want)
 
         plan = calibration.calibrate(
             sample, grow, warmup_s=float(req["warmup_s"]), min_sample_s=float(req["min_sample_s"]),
@@ -287,7 +290,8 @@ class Harness:
             set_batch=lambda on: setattr(timer, "batch", on), clock=timing.perf_ns)
         inner = self.facts["inner_by_side"] = plan.inner
         self.facts.update(plan.facts())
-        self.facts["pool_sets"] = [len(p) for p in self.pools]
+        pools.fit(sum(inner))  # a shared pool's size coprime to the calls a round makes
+        self.facts.update(pools.facts())
         self.result["inner"] = inner[1]
         self.verify()
         self.checkpoint("timing")
@@ -308,7 +312,7 @@ class Harness:
         while rnd < max_rep and (rnd < min_rep or timing.perf_ns() < t_end + self.spot_ns or (
                 timing.perf_ns() < t_cap + self.spot_ns and timing.ratio_halfwidth(*samples) > target)):
             for side in ((0, 1) if rnd % 2 == 0 else (1, 0)):  # ABBA: linear drift hits both
-                samples[side].append(sample(side, rnd * inner[side], inner[side]))
+                samples[side].append(sample(side, pools.start(side, rnd, inner[side]), inner[side]))
             rnd += 1
         if self.cuda:
             timer.stop(self.facts["gpu_clocks"])  # the watch's readings, per side
@@ -428,7 +432,8 @@ def warm() -> dict:
     this call cost ({} when already done). A warm worker (sandbox/warm_worker.py) calls it once and
     forks a child per measurement, which then finds nothing left to do here. Runs no tensor op:
     a forked child must be able to start its own OpenMP pool and device context."""
-    global checks, integrity, timing, cost, fpr, correctness, calibration, clock_watch, compile_cache, Failure
+    global checks, integrity, timing, cost, fpr, correctness, calibration, clock_watch, compile_cache, placement
+    global Failure
     if _WARM:
         return {}
     t0 = time.perf_counter()
@@ -436,11 +441,12 @@ def warm() -> dict:
     import torch  # noqa: PLC0415  (imported here so a missing torch is reported as data)
 
     t1 = time.perf_counter()
-    checks, integrity, timing, cost, fpr, correctness, calibration, clock_watch, compile_cache = (
+    checks, integrity, timing, cost, fpr, correctness, calibration, clock_watch, compile_cache, placement = (
         _load_module(f"arbor_harness_{n}", os.path.join(_HERE, f"{f}.py")) for n, f in
         (("checks", "kernel_checks"), ("integrity", "integrity"), ("timing", "timing"),
          ("cost", "cost"), ("fingerprint", "fingerprint"), ("correctness", "correctness"),
-         ("calibration", "calibration"), ("clock_watch", "clock_watch"), ("compile_cache", "compile_cache")))
+         ("calibration", "calibration"), ("clock_watch", "clock_watch"), ("compile_cache", "compile_cache"),
+         ("placement", "placement")))
     Failure = checks.Failure
     _MODES.update({torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16", torch.float64: "fp64"})
     integrity._sibling("liveness")  # correctness loads it on first use
