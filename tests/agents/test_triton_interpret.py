@@ -8,12 +8,15 @@ values): the kernels' logic does not depend on the sizes, only their speed does.
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
 
 import pytest
 
 from arbor.agents.transforms import apply_move, to_modelnew
 from arbor.agents.transforms.triton import explain, generate
+from arbor.agents.transforms.triton.move import BLOCKS, WARPS
+from arbor.agents.transforms.triton.schedule import STAGES
 from benchmarks.triton_kernels import interpret_pairs, run_pair, scale_for, triton_moves
 
 pytest.importorskip("triton")  # in the `test` extra: these tests must run in CI
@@ -102,6 +105,14 @@ def interpreted(tmp_path_factory) -> dict:
     wrong = generate(to_modelnew(softmax.read_text()), 1024, 4).replace(" / r", " * r", 1)
     assert wrong != generate(to_modelnew(softmax.read_text()), 1024, 4)
     jobs["wrong"] = {"problem": softmax, "candidate": wrong, "scale": scale_for(softmax, MAX_ELEMENTS), "seeds": [0]}
+    rng = random.Random(41)  # sampled launch-schedule points (triton_schedule) of three loop shapes
+    for path in (softmax, ROOT / "benchmarks" / "problems" / "l1_01_relu.py", edge_dir / "edge_2.py"):
+        base = generate(to_modelnew(path.read_text()), 64, 2)
+        scale = scale_for(path, MAX_ELEMENTS) if path.parent.name == "problems" else None
+        for k in range(2):
+            point = {"block": rng.choice(BLOCKS[:8]), "num_warps": rng.choice(WARPS), "num_stages": rng.choice(STAGES)}
+            jobs[f"schedule/{path.stem}/{k}"] = {"problem": path, "candidate": apply_move(base, "triton_schedule", point),
+                                                 "scale": scale, "seeds": [0]}
     names = list(jobs)
     return dict(zip(names, interpret_pairs([jobs[n] for n in names])))
 
@@ -134,6 +145,11 @@ def test_a_kernel_generated_after_another_move_is_right(interpreted):
     """F.rms_norm(x, x.shape[1:], ...), as the native-norms move writes it, is a norm over x's
     trailing dims."""
     assert interpreted["after-norms"]["ok"], interpreted["after-norms"]
+
+
+@pytest.mark.parametrize("job", [f"schedule/{p}/{k}" for p in ("l1_06_softmax", "l1_01_relu", "edge_2") for k in (0, 1)])
+def test_sampled_launch_schedule_points_match_the_reference(interpreted, job: str):
+    assert interpreted[job]["ok"], interpreted[job]
 
 
 def test_a_wrong_kernel_is_caught(interpreted):
