@@ -7,6 +7,8 @@ the real skills' moves, so the schedule points offered are the ones a campaign w
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from arbor.agents.orchestrator import schedule_space
@@ -43,7 +45,7 @@ def _node(store, cid, source, parent, move, state, speedup, diagnosis):
     store.start_running(node.id, "o")
     m = store.record_measurement(node.id, 1, "primary", {"status": "ok"}, "local")
     store.record_verdict(node.id, m.id, "accept" if state == "accepted" else "reject", diagnosis, "x", [],
-                         final_state=state, value=0.0 if parent is None else None, speedup=speedup)
+                         final_state=state, value=math.log(speedup) if state == "accepted" else None, speedup=speedup)
     return node.id
 
 
@@ -101,3 +103,15 @@ def test_ranking_reads_the_bound_and_the_neighbours():
     assert schedule_space.neighbour_factor({"block": 4096, "stream": 1, "prefetch": 1024}, measured) == pytest.approx(1.4)
     assert schedule_space.neighbour_factor({"block": 16384, "stream": 1, "prefetch": 1024}, measured) == 1.0
     assert schedule_space.neighbour_factor({"block": 1024, "stream": 1}, measured) == pytest.approx((0.5 * 1.4) ** 0.5)
+
+
+def test_a_rejected_kernel_far_below_the_best_is_not_refined(tmp_path):
+    """A schedule is not expected to gain more than 2x: with a 3x best elsewhere, the 0.97x
+    kernel's points cannot matter, and the stop says so."""
+    store, idx, orch, root, fused = _campaign(tmp_path)
+    other = to_modelnew(RELU).replace("return torch.relu(x)", "return torch.clamp_min(x, 0.0)")
+    _node(store, store.get_node(root).campaign_id, other, root, "some-win", "accepted", 3.0, "improved")
+    idx.refresh(store)
+    sel, why = orch.schedule_space(idx, store.get_artifact, lambda sha: idx.has_artifact(sha), 2.5, "memory")
+    assert sel is None and "within 2x of the best" in why
+    store.close()
