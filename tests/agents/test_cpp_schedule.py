@@ -28,7 +28,7 @@ RELU = _HEAD + '''    def forward(self, x):
         return torch.relu(x)
 
 def get_inputs():
-    return [torch.randn(9001, 1001)]  # 36 MB out: past a 32 MB last-level cache, so streaming stores run
+    return [torch.randn(301, 1001)]  # not a multiple of any block or vector
 
 def get_init_inputs():
     return []
@@ -174,7 +174,10 @@ def test_sampled_points_of_every_loop_shape_match_the_reference_and_vectorise(tm
     cases = []  # (problem name, candidate source)
     for name, problem in PROBLEMS.items():
         base = generate(to_modelnew(problem))
-        points = [DEFAULTS] + rng.sample([p for p in space() if p != DEFAULTS], 2)
+        # the default and one sampled point per shape (a build is ~6 s of CPU a kernel here); the
+        # flat shape's sample streams, so the intrinsics path runs
+        pool = [p for p in space() if p != DEFAULTS and (p["stream"] or name != "flat")]
+        points = [DEFAULTS] + rng.sample(pool, 1)
         cases += [(name, base if p == DEFAULTS else apply_move(base, "cpp_schedule", p)) for p in points]
     kernels = [kernel_of(src) for _, src in cases]
     source = _combined(kernels)

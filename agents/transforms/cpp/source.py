@@ -82,8 +82,8 @@ def _store_loop(w: _Writer, m: Match, var: str, lo: str, hi: str, offset: str, b
     """The loop that computes and stores the output over ``var`` in [lo, hi) (element
     ``offset + var``), at the kernel's schedule (``schedule.py``): with ``ARBOR_BLOCK``, blocks
     computed into an L1 buffer (``arbor_buf``), the input lines ``ARBOR_PREFETCH`` elements
-    ahead prefetched, and the block stored by ``arbor_store`` (non-temporal when
-    ``ARBOR_STREAM`` and the output exceeds the last-level cache); without, one vectorised loop
+    ahead prefetched, and the block stored by ``arbor_store`` (non-temporal with
+    ``ARBOR_STREAM``); without, one vectorised loop
     storing in place. ``body`` emits ``flat`` and the output's value."""
     plain = [o for o in m.plan.operands if o.level == "full" and not any(index_parts(m, o))]
     at = f"{offset} + " if offset else ""
@@ -182,7 +182,7 @@ def kernel_source(m: Match) -> str:
         w(f"const float* __restrict__ p{o.index} = in{o.index}.data_ptr<float>();")
     for name in plan.runtime_args:
         w(f"const float {name} = (float){name}_arg;")
-    w("const bool arbor_nt = ARBOR_STREAM && out.numel() * 4 > arbor_llc_bytes();")
+    w("constexpr bool arbor_nt = ARBOR_STREAM != 0;")
     if m.mode == "column":
         w(f"constexpr int64_t LANES = {LANES};")
         column(w, m)
