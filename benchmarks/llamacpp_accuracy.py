@@ -16,11 +16,8 @@ from benchmarks.common import ROOT, machine, table, write_result
 
 CONFIGS = {
     "f16, 8 slots": {"parallel": 8},
-    "f16, 16 slots, ubatch 128": {"parallel": 16, "ubatch_size": 128},
     "flash attention on": {"flash_attn": "on"},
-    "flash attention off": {"flash_attn": "off"},
     "K cache q8_0": {"cache_type_k": "q8_0"},
-    "K+V cache q8_0": {"cache_type_k": "q8_0", "cache_type_v": "q8_0", "flash_attn": "on"},
     "K cache q4_0": {"cache_type_k": "q4_0"},
     "K+V cache q4_0": {"cache_type_k": "q4_0", "cache_type_v": "q4_0", "flash_attn": "on"},
 }

@@ -127,3 +127,27 @@ def test_no_server_outlives_a_killed_or_interrupted_owner(tmp_path, sig):
     finally:
         owner.kill()
         owner.wait()
+
+
+def test_the_llm_client_gets_schema_constrained_replies_from_smollm2(llamacpp):
+    """The agents' client against the real model: llama-server takes the json_schema mode (no
+    step-down), and every exchange is recorded; a reply the schema's semantics refuse gets one
+    repair request, then a diagnosed error, never a traceback."""
+    from arbor.agents.llm import BudgetConfig, LLMRuntime, RoleConfig
+    from arbor.agents.llm.errors import LLMInvalidOutput
+    from arbor.agents.llm.schemas import ServingProposals
+
+    rt = LLMRuntime(BudgetConfig())
+    client = rt.client(RoleConfig(role="specialist", model="smollm2", base_url=llamacpp.base_url + "/v1",
+                                  temperature=0.0, max_retries=1, timeout_s=120, max_output_tokens=200,
+                                  prompt_tokens=2000), "specialist")
+    messages = [{"role": "user", "content": "Knobs of a llama.cpp server: parallel (int, 1..16), ubatch_size "
+                 "(int, 32..512). Eight users wait for four slots. Propose one knob change as JSON."}]
+    try:
+        reply = client.call(messages, ServingProposals, purpose="propose")
+        assert reply.mode == "json_schema" and reply.value.candidates[0].changes
+    except LLMInvalidOutput as err:
+        assert "after one repair request" in str(err)
+    calls = [e.payload for e in rt.memory_events if e.kind == "llm_call"]
+    assert calls and {c["mode"] for c in calls} == {"json_schema"}
+    assert all(c["status"] in ("ok", "invalid") for c in calls)
