@@ -128,8 +128,11 @@ def _fetch_sdist(work: Path, log: Path, sdist: Path | None) -> Path:
 
 def build_server(jobs: int = 2, sdist: Path | None = None) -> tuple[Path, float]:
     """Build llama-server into the cache unless it is there; returns (binary, seconds spent)."""
+    own = os.environ.get("ARBOR_LLAMA_SERVER")
+    if own and not Path(own).is_file():
+        raise InstallError(f"ARBOR_LLAMA_SERVER={own} is not a file: point it at a llama-server binary or unset it")
     have = server_binary()
-    if have is not None and not os.environ.get("ARBOR_LLAMA_SERVER"):
+    if have is not None:
         return have, 0.0
     _require_tools()
     dest = install_dir()
