@@ -22,7 +22,6 @@ import shutil
 import subprocess
 import sys
 import tarfile
-import tempfile
 import time
 from pathlib import Path
 
@@ -35,6 +34,23 @@ MODEL_GLOB = "*.gguf"
 CMAKE_FLAGS = ("-DGGML_NATIVE=ON", "-DLLAMA_CURL=OFF", "-DLLAMA_BUILD_TESTS=OFF",
                "-DLLAMA_BUILD_EXAMPLES=OFF", "-DLLAMA_BUILD_SERVER=ON", "-DLLAMA_OPENSSL=OFF",
                "-DCMAKE_BUILD_TYPE=Release")
+
+
+# The inference math is ggml's and llama's, built -O3 (Release). The server's glue — HTTP, JSON,
+# chat templates, argument parsing (common, server) and the multimodal library a text model never
+# calls (mtmd) — is half the compile time and none of the per-token compute, so it is built -O1:
+# on two shared cores that is the difference between minutes and most of an hour. Deferred to the
+# end of the top-level CMakeLists, when those targets exist; a later -O wins over Release's -O3.
+GLUE_FLAGS = """include_guard(GLOBAL)
+cmake_language(DEFER DIRECTORY ${CMAKE_SOURCE_DIR} CALL _arbor_glue_flags)
+function(_arbor_glue_flags)
+  foreach(t llama-common llama-common-base mtmd server-context llama-server-impl llama-server)
+    if(TARGET ${t})
+      target_compile_options(${t} PRIVATE -O1)
+    endif()
+  endforeach()
+endfunction()
+"""
 
 
 class InstallError(RuntimeError):
@@ -126,8 +142,11 @@ def _fetch_sdist(work: Path, log: Path, sdist: Path | None) -> Path:
     return found[0]
 
 
-def build_server(jobs: int = 2, sdist: Path | None = None) -> tuple[Path, float]:
-    """Build llama-server into the cache unless it is there; returns (binary, seconds spent)."""
+def build_server(jobs: int = 2, sdist: Path | None = None, workdir: Path | None = None) -> tuple[Path, float]:
+    """Build llama-server into the cache unless it is there; returns (binary, seconds spent).
+
+    The work folder (source and objects) lives in the cache until the build succeeds, so an
+    interrupted build resumes where it stopped instead of starting over."""
     own = os.environ.get("ARBOR_LLAMA_SERVER")
     if own and not Path(own).is_file():
         raise InstallError(f"ARBOR_LLAMA_SERVER={own} is not a file: point it at a llama-server binary or unset it")
@@ -140,26 +159,30 @@ def build_server(jobs: int = 2, sdist: Path | None = None) -> tuple[Path, float]
     log = dest / "build.log"
     log.write_text("")
     t0 = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix="arbor-llamacpp-") as tmp:
-        work = Path(tmp)
+    work = workdir or dest / "work"
+    work.mkdir(parents=True, exist_ok=True)
+    roots = sorted(work.glob("llama_cpp_python-*/vendor/llama.cpp"))
+    if not roots:  # a resumed build keeps its extracted tree and its objects
         archive = _fetch_sdist(work, log, sdist)
         with tarfile.open(archive) as tar:
             tar.extractall(work, filter="data")
         roots = sorted(work.glob("llama_cpp_python-*/vendor/llama.cpp"))
         if not roots:
             raise InstallError(f"{archive.name} has no vendor/llama.cpp tree")
-        src = roots[0]
-        build = work / "build"
-        _run(["cmake", "-S", str(src), "-B", str(build), *CMAKE_FLAGS], log, "cmake configure")
-        _run(["cmake", "--build", str(build), "--target", "llama-server", f"-j{jobs}"], log,
-             "building llama-server")
-        built = build / "bin" / "llama-server"
-        if not built.is_file():
-            raise InstallError(f"the build finished without {built} (log: {log})")
-        (dest / "bin").mkdir(exist_ok=True)
-        tmp_bin = dest / "bin" / "llama-server.partial"
-        shutil.copy2(built, tmp_bin)
-        os.replace(tmp_bin, dest / "bin" / "llama-server")  # a half-copied binary is never "built"
+    build = work / "build"
+    glue = work / "arbor_glue_flags.cmake"
+    glue.write_text(GLUE_FLAGS)
+    _run(["cmake", "-S", str(roots[0]), "-B", str(build), *CMAKE_FLAGS, f"-DCMAKE_PROJECT_INCLUDE={glue}"], log,
+         "cmake configure")
+    _run(["cmake", "--build", str(build), "--target", "llama-server", f"-j{jobs}"], log, "building llama-server")
+    built = build / "bin" / "llama-server"
+    if not built.is_file():
+        raise InstallError(f"the build finished without {built} (log: {log})")
+    (dest / "bin").mkdir(exist_ok=True)
+    tmp_bin = dest / "bin" / "llama-server.partial"
+    shutil.copy2(built, tmp_bin)
+    os.replace(tmp_bin, dest / "bin" / "llama-server")  # a half-copied binary is never "built"
+    shutil.rmtree(work, ignore_errors=True)
     seconds = time.monotonic() - t0
     (dest / "build_seconds.txt").write_text(f"{seconds:.1f}\n")
     return dest / "bin" / "llama-server", seconds
@@ -184,12 +207,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--where", action="store_true", help="print the binary and model paths and exit")
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--sdist", type=Path, default=None, help="a llama_cpp_python sdist already downloaded")
+    ap.add_argument("--workdir", type=Path, default=None, help="build here (default: in the cache, resumable)")
     args = ap.parse_args(argv)
     if args.where:
         print(f"llama-server: {server_binary() or 'not built'}\nmodel: {model_path() or 'not installed'}")
         return 0 if missing_reason() is None else 1
     try:
-        binary, seconds = build_server(args.jobs, args.sdist)
+        binary, seconds = build_server(args.jobs, args.sdist, args.workdir)
         model = install_model()
     except InstallError as err:
         print(f"llama.cpp install: {err}", file=sys.stderr)
