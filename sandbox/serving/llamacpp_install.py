@@ -38,17 +38,20 @@ CMAKE_FLAGS = ("-DGGML_NATIVE=ON", "-DLLAMA_CURL=OFF", "-DLLAMA_BUILD_TESTS=OFF"
 
 # The inference math is ggml's and llama's, built -O3 (Release). The server's glue — HTTP, JSON,
 # chat templates, argument parsing (common, server) and the multimodal library a text model never
-# calls (mtmd) — is half the compile time and none of the per-token compute, so it is built -O1:
-# on two shared cores that is the difference between minutes and most of an hour. Deferred to the
-# end of the top-level CMakeLists, when those targets exist; a later -O wins over Release's -O3.
+# calls (mtmd) — is half the compile time and none of the per-token compute, so it is built -O1
+# (mtmd -O0): on two shared cores that is the difference between minutes and most of an hour.
+# Deferred to the end of the top-level CMakeLists, when those targets exist; a later -O wins.
 GLUE_FLAGS = """include_guard(GLOBAL)
 cmake_language(DEFER DIRECTORY ${CMAKE_SOURCE_DIR} CALL _arbor_glue_flags)
 function(_arbor_glue_flags)
-  foreach(t llama-common llama-common-base mtmd server-context llama-server-impl llama-server)
+  foreach(t llama-common llama-common-base server-context llama-server-impl llama-server)
     if(TARGET ${t})
       target_compile_options(${t} PRIVATE -O1)
     endif()
   endforeach()
+  if(TARGET mtmd)
+    target_compile_options(mtmd PRIVATE -O0)
+  endif()
 endfunction()
 """
 
