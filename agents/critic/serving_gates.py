@@ -246,7 +246,7 @@ def accuracy_report(acc: dict | None) -> dict | None:
         if d:
             diffs.append(sum(d) / len(d))
     return {"prompts": len(prefixes), "prefix_match": float(np.mean(prefixes)) if prefixes else 0.0,
-            "logprob_diff": float(np.mean(diffs)) if diffs else 0.0, "failed": failures}
+            "logprob_diff": float(np.mean(diffs)) if diffs else 0.0, "failed": failures, "knobs": acc.get("knobs") or {}}
 
 
 def _gate_ran(ev: Evidence) -> GateOutcome | None:
@@ -281,8 +281,10 @@ def _gate_accuracy(ev: Evidence, acc: dict | None, scfg: ServingCriticConfig) ->
     if acc["prompts"] == 0:
         return GateOutcome("fail", "harness_error", "the accuracy probe got no answer from the baseline")
     if acc["prefix_match"] < scfg.min_prefix_match or acc["logprob_diff"] > scfg.max_logprob_diff:
+        knobs = acc.get("knobs") or {}  # the knob is the diagnosis: which setting costs accuracy
+        named = (", ".join(f"{k}={v}" for k, v in knobs.items()) + " changes the outputs: ") if knobs else ""
         return GateOutcome("reject", "accuracy_regression",
-                           f"greedy outputs match the baseline for {acc['prefix_match']:.0%} of tokens "
+                           f"{named}greedy outputs match the baseline for {acc['prefix_match']:.0%} of tokens "
                            f"(needs {scfg.min_prefix_match:.0%}), mean |Δ logprob| {acc['logprob_diff']:.3f} "
                            f"(limit {scfg.max_logprob_diff:g}) on {acc['prompts']} prompts")
     return None

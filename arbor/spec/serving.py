@@ -17,8 +17,11 @@ from pydantic import Field, field_validator, model_validator
 from .base import Strict, TargetModel
 
 PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
-# Filled in by Arbor, not by knobs: {port} and {host} at start-up, the rest from the spec.
-BUILTINS = ("port", "host", "model", "python", "campaign_dir")
+# Filled in by Arbor, not by knobs: {port} and {host} at start-up, the rest from the spec;
+# {llama_server} and {llama_model} are the per-machine llama.cpp build and SmolLM2's GGUF
+# (sandbox/serving/llamacpp_install.py).
+BUILTINS = ("port", "host", "model", "python", "campaign_dir", "llama_server", "llama_model")
+LLAMACPP_BUILTINS = ("llama_server", "llama_model")
 # Names a ``when:`` condition reads from a measurement; a knob may not shadow them.
 SYMPTOMS = (
     "req_s", "tok_s", "goodput_req_s", "failed", "slo_attainment", "concurrency", "ttft_share",
@@ -163,6 +166,8 @@ class AccuracyGate(Strict):
     min_prefix_match: float = Field(default=0.9, gt=0, le=1, description="mean share of tokens equal to "
                                                                           "the baseline before they diverge")
     always: bool = Field(default=False, description="probe every candidate, not only output-changing ones")
+    dataset: str | None = Field(default=None, description="JSONL of probe prompts ({prompt|messages} per line, "
+                                                          "relative to the campaign file); default: synthetic")
 
 
 class ServingTarget(TargetModel):
@@ -170,7 +175,7 @@ class ServingTarget(TargetModel):
     engine: str = Field(default="generic", pattern=r"^[a-z0-9_-]+$",
                         description="selects skill moves (applies_to.engines): tiny | vllm | sglang | ...")
     command: list[str] | str = Field(description="launch command; {knob}, {port}, {host}, {model}, {python}, "
-                                                 "{campaign_dir} placeholders")
+                                                 "{campaign_dir}, {llama_server}, {llama_model} placeholders")
     model: str = Field(min_length=1, description="the model name requests carry")
     api: Literal["completions", "chat"] = "completions"
     health_path: str = Field(default="/health", pattern=r"^/")

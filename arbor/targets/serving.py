@@ -9,6 +9,7 @@ baseline itself is measured A/A (two servers of the same config) to set the nois
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import shlex
 import shutil
@@ -33,7 +34,7 @@ from arbor.sandbox.serving.workload import DatasetError, LengthDist, dataset_req
 from arbor.search_tree.records import MeasurementRecord
 
 from arbor.spec import SpecError
-from arbor.spec.serving import PLACEHOLDER, ServingTarget
+from arbor.spec.serving import LLAMACPP_BUILTINS, PLACEHOLDER, ServingTarget
 from .base import TargetAdapter
 
 
@@ -83,7 +84,18 @@ class ServingAdapter(TargetAdapter):
                        "description": k.description} for name, k in self.t.knobs.items()}
 
     def builtins(self) -> dict[str, str]:
-        return {"model": self.t.model, "python": sys.executable, "campaign_dir": str(self.spec.base_dir.resolve())}
+        out = {"model": self.t.model, "python": sys.executable, "campaign_dir": str(self.spec.base_dir.resolve())}
+        if self._uses_llamacpp():
+            from arbor.sandbox.serving.llamacpp_install import model_path, server_binary
+
+            binary, gguf = server_binary(), model_path()
+            out.update(llama_server=str(binary) if binary else "{llama_server}",
+                       llama_model=str(gguf) if gguf else "{llama_model}")
+        return out
+
+    def _uses_llamacpp(self) -> bool:
+        texts = self.t.argv_template() + list(self.t.env.values())
+        return any(f"{{{b}}}" in t for t in texts for b in LLAMACPP_BUILTINS)
 
     def _fill(self, text: str, cfg: dict) -> str:
         values = self.builtins()
@@ -115,6 +127,11 @@ class ServingAdapter(TargetAdapter):
         return self.spec.runs_dir() / "servers"
 
     def validate(self) -> None:
+        if self._uses_llamacpp():
+            from arbor.sandbox.serving.llamacpp_install import missing_reason
+
+            if (why := missing_reason()) is not None:
+                raise SpecError([f"target.command: {why}"])
         argv = self.render_argv(self.t.defaults())
         if not argv:
             raise SpecError(["target.command: empty — give the server's launch command"])
@@ -133,6 +150,8 @@ class ServingAdapter(TargetAdapter):
                                  "({campaign_dir} is the folder of the campaign file)"])
         if self.t.load.dataset:
             self._requests()  # raises a one-line SpecError for a bad dataset
+        if self.t.accuracy.dataset:
+            self._probe_requests()
         cleanup_stale(self.lease_dir)  # servers left by a kill -9'd run of this campaign
 
     def root_source(self) -> str:
@@ -163,6 +182,26 @@ class ServingAdapter(TargetAdapter):
                                   LengthDist(syn.output_len.mean, syn.output_len.range_ratio), syn.seed,
                                   syn.prefix_len, self.t.api)
 
+    def _probe_requests(self):
+        a = self.t.accuracy
+        if a.dataset is None:
+            return synthetic_requests(a.prompts, LengthDist(a.prompt_len), LengthDist(a.max_tokens), a.seed, 0,
+                                      self.t.api)
+        path = Path(a.dataset).expanduser()
+        path = path if path.is_absolute() else self.spec.base_dir / path
+        try:  # every written prompt once, each answer capped at max_tokens
+            rows = dataset_requests(path, a.prompts, a.max_tokens, self.t.api)
+        except DatasetError as err:
+            raise SpecError([f"target.accuracy.dataset: {err}"]) from None
+        return [dataclasses.replace(r, max_tokens=min(r.max_tokens, a.max_tokens)) for r in rows]
+
+    def output_changes(self, cfg: dict) -> dict[str, Any]:
+        """The output-changing knobs this config moves off the baseline (named in a rejection)."""
+        from arbor.targets.numerics_knobs import changes_outputs  # declared, or dtype/quantization/speculative
+
+        base = self.t.defaults()
+        return {n: cfg.get(n) for n, k in self.t.knobs.items() if changes_outputs(n, k) and cfg.get(n) != base[n]}
+
     def _server(self, cfg: dict, label: str) -> ServerConfig:
         t = self.t
         mem = int(t.memory_gb * (1 << 30)) if t.memory_gb else None
@@ -171,11 +210,7 @@ class ServingAdapter(TargetAdapter):
                             lease_dir=self.lease_dir, label=label, passthrough=tuple(t.env_passthrough))
 
     def needs_accuracy(self, cfg: dict) -> bool:
-        base = self.t.defaults()
-        from arbor.targets.numerics_knobs import changes_outputs  # declared, or dtype/quantization/speculative
-
-        return self.t.accuracy.always or any(changes_outputs(n, k) and cfg.get(n) != base[n]
-                                             for n, k in self.t.knobs.items())
+        return self.t.accuracy.always or bool(self.output_changes(cfg))
 
     def request(self, source: str) -> ServingRequest:
         t, load = self.t, self.t.load
@@ -183,9 +218,7 @@ class ServingAdapter(TargetAdapter):
         aa = source == self.root_source()
         probe = None
         if not aa and self.needs_accuracy(cfg):
-            a = t.accuracy
-            probe = AccuracyProbe(synthetic_requests(a.prompts, LengthDist(a.prompt_len), LengthDist(a.max_tokens),
-                                                     a.seed, 0, t.api))
+            probe = AccuracyProbe(self._probe_requests(), knobs=self.output_changes(cfg))
         if load.concurrency is not None:
             levels = [Level(concurrency=c) for c in load.concurrency]
         else:

@@ -92,10 +92,13 @@ def aggregate(results: list[RequestResult], duration_s: float, slo: Slo | None =
 
 # --- Prometheus ---------------------------------------------------------------------------
 # Gauges and counters that tell *why* a configuration is slow, under the names vLLM (v0 and v1),
-# SGLang and the bundled tiny server use. Several label sets (DP ranks, engines) are summed.
+# SGLang, llama.cpp's server (``--metrics``) and the bundled tiny server use. Several label sets
+# (DP ranks, engines) are summed.
 SERVER_SIGNALS = {
-    "queued": ("vllm:num_requests_waiting", "sglang:num_queue_reqs", "tiny:num_requests_waiting"),
-    "running": ("vllm:num_requests_running", "sglang:num_running_reqs", "tiny:num_requests_running"),
+    "queued": ("vllm:num_requests_waiting", "sglang:num_queue_reqs", "tiny:num_requests_waiting",
+               "llamacpp:requests_deferred"),
+    "running": ("vllm:num_requests_running", "sglang:num_running_reqs", "tiny:num_requests_running",
+                "llamacpp:requests_processing"),
     "kv_usage": ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc", "sglang:token_usage",
                  "tiny:kv_cache_usage_perc"),
     "preemptions": ("vllm:num_preemptions_total", "vllm:num_preemptions", "tiny:num_preemptions_total"),

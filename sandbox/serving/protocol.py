@@ -38,6 +38,7 @@ SIDES = ("baseline", "candidate")
 class AccuracyProbe:
     requests: list[RequestSpec]
     logprobs: int = 1
+    knobs: dict = field(default_factory=dict)  # the output-changing knobs under test, named in a verdict
 
 
 @dataclass
@@ -146,7 +147,8 @@ def measure_serving(req: ServingRequest) -> dict:
                   for r, side, lvs in turn_order(req.repeats, len(req.levels), req.server_mode == "concurrent")],
         "server_mode": req.server_mode,
         "startup_s": run.startups,
-        "accuracy": run.accuracy or None,
+        "accuracy": ({**run.accuracy, "knobs": dict(req.accuracy.knobs)}
+                     if run.accuracy and req.accuracy is not None else None),
         "warnings": run.warnings,
         "symptoms": _symptoms(run.rounds),
     }

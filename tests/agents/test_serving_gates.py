@@ -90,6 +90,14 @@ def test_accuracy_regression_rejects_however_fast():
     assert accuracy_report({"baseline": base}) is None
 
 
+def test_an_accuracy_rejection_names_the_knob_that_changed_the_outputs():
+    base = probe([["a", "b", "c", "d"]] * 4)
+    acc = {"baseline": base, "candidate": probe([["a", "x", "y", "z"]] * 4), "knobs": {"cache_type_k": "q4_0"}}
+    j = judge_serving(ev(), raw([1, 1, 1], [3, 3, 3], accuracy=acc), CFG, SCFG)
+    assert (j.decision, j.diagnosis) == ("reject", "accuracy_regression")
+    assert j.reason.startswith("cache_type_k=q4_0 changes the outputs: ")
+
+
 @pytest.mark.parametrize("cls", ["oom", "startup_failed", "timeout", "runtime_error"])
 def test_server_failures_keep_their_diagnosis(cls):
     j = judge_serving(ev(status="failed", error_class=cls, error_text="candidate server exited\nlog..."),

@@ -35,3 +35,31 @@ def scripted(tmp_path):
     yield start
     for s in started:
         s.stop()
+
+
+def llamacpp_argv(*extra: str) -> list[str]:
+    """llama-server serving SmolLM2 on Arbor's port; skips the test with the reason when the
+    install step (scripts/setup.sh test) could not build it here."""
+    from arbor.sandbox.serving.llamacpp_install import missing_reason, model_path, server_binary
+
+    why = missing_reason()
+    if why is not None:
+        pytest.skip(why)
+    return [str(server_binary()), "-m", str(model_path()), "-a", "smollm2", "--host", "{host}", "--port", "{port}",
+            "--metrics", "--no-webui", *extra]
+
+
+@pytest.fixture(scope="session")
+def llamacpp(tmp_path_factory):
+    """One llama-server for the whole session (loading the model costs a second or two, and the
+    suite must stay short); stopped by its pid and lease token at the end."""
+    argv = llamacpp_argv("-np", "2", "-c", "4096")
+    cfg = ServerConfig(argv=argv, lease_dir=tmp_path_factory.mktemp("llamacpp-leases"), startup_timeout_s=60,
+                       stop_grace_s=2, label="llamacpp", memory_bytes=4 << 30)
+    started: list = []
+    try:
+        (server,) = start_servers([cfg], started)
+        yield server
+    finally:
+        for s in started:
+            s.stop()
