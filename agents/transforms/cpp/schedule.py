@@ -6,7 +6,7 @@ depends on how it walks memory, not on what it computes. The kernel therefore re
 from ``#define`` lines at the top of its source (``header``), and every variant is written in
 the kernel behind them (``source.py``): the compiler drops what a point does not use. A schedule
 point is then a pure rewrite of those lines in a generated candidate, so each point is a child
-of the node it refines (docs/architecture.md#transforms), its extension named by its own text.
+of the node it refines (docs/architecture.md#skills), its extension named by its own text.
 
 Knobs (``KNOBS``; the kernel lists the ones it reads in its ``ARBOR_KNOBS`` line):
 

@@ -1,6 +1,6 @@
 """``triton_schedule``: a generated Triton candidate at another launch schedule — the block, the
 warps and the software-pipelining stages its launcher passes (the GPU counterpart of
-``cpp/schedule.py``; docs/architecture.md#transforms).
+``cpp/schedule.py``; docs/architecture.md#skills).
 
 ``triton_codegen`` fixes them when it writes the kernel; which ones win depends on the board and
 the row length. They live in the launcher (``source.launcher_source``: ``BLOCK = ...`` and the

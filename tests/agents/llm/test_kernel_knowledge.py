@@ -35,6 +35,7 @@ def _kernel_prompts(server) -> list[str]:  # type: ignore[no-untyped-def]
             for m in r.messages if m["role"] == "user"]
 
 
+@pytest.mark.timing  # the similarity reads each run's profile time shares, which a busy machine moves
 def test_the_second_campaign_is_told_what_the_first_found(campaign_dir):
     knowledge = f"sqlite:///{campaign_dir / 'knowledge.db'}"
     with ScriptedServer(KernelScript([FOLDED])) as server:
