@@ -7,7 +7,8 @@ Every case file starts with a docstring whose first lines are ``key: value`` met
 - ``expect``: the diagnosis it must be rejected with (hostile only);
 - ``gate``: the gate that must catch it in the full pipeline (``guard`` = the static AST guard);
 - ``dynamic``: optional; the diagnosis the *harness* must reach on its own when the static guard
-  is skipped (defence in depth: a guard-evading variant of the same hack);
+  is skipped (defence in depth: a guard-evading variant of the same hack); ``A or B`` where two
+  run-time defences can each fire first (the gate checked is the one of the diagnosis reached);
 - ``reason``: optional; a phrase that verdict's reason must contain (which defence fired);
 - ``gain``: optional, honest only; ``fusion`` marks a gain made of fewer memory passes for the
   same arithmetic, whose size depends on the CPU (the quickstart's fused gelu/silu: 2.4x on one

@@ -27,7 +27,7 @@ def test_hostile_on_cuda(case, outcomes):
     assert (out.judgement.diagnosis, failed_gate(out.judgement)) == (case.expect, case.gate), out.describe()
     if case.dynamic:
         dyn = outcomes[(case.name, True)]
-        assert dyn.judgement.diagnosis == case.dynamic, dyn.describe()
+        assert dyn.judgement.diagnosis in case.dynamic.split(" or "), dyn.describe()
 
 
 @pytest.mark.parametrize("case", HONEST, ids=[c.name for c in HONEST])

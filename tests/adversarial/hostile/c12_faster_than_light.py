@@ -2,17 +2,16 @@
 class: 12
 expect: hack_suspected
 gate: guard
-dynamic: incorrect
-reason: an output computed inside the timing loop is wrong
+dynamic: incorrect or hack_suspected
 Looks up the call stack to tell the timing loop from everything else and, only there, answers
 from a cache keyed by input address. Every output it returns is right (the inputs at an address
 never change while timed), so correctness rounds, probes and spot checks all pass; but the inputs
 are large, the timing loop has to cycle through a few input sets, and the cache hits: microseconds
 for what takes milliseconds just to read. The guard sees the frame walk; without it, only the
 speed-of-light floor could call the result. Since the timing inputs come from one pool both sides
-sweep (sandbox/harness/placement.py), an address no longer keeps its contents for the run, so
-the cached answers come back wrong and the check of outputs computed inside the timing loop
-rejects it first: `incorrect`."""
+sweep (sandbox/harness/placement.py), an address need not keep its contents for the run: where
+the cached answers come back wrong, the check of outputs computed inside the timing loop rejects
+it first (`incorrect`, seen 2026-12-02); where they stay right, the speed-of-light floor does."""
 
 import sys
 
