@@ -12,7 +12,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def pytest_xdist_auto_num_workers(config):
-    """`-n auto` (the default in pyproject's addopts): a worker a core, at most four. The suite was
+    """`-n auto --dist loadgroup` (opt-in: pyproject's addopts run serially): a worker a core, at most four. The suite was
     measured on 2 cores (docs/performance.md#test-suite); more workers than cores only adds
     contention, and past four the session fixtures (a dockerd, a PostgreSQL, a Ray cluster, each
     started once per worker that needs one) cost more than they save."""
