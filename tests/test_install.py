@@ -102,10 +102,10 @@ def _venv(path: Path) -> tuple[Path, Path]:
                      path.parent).stdout.strip())
     deps = [p for p in sys.path if p.rstrip("/").endswith(("site-packages", "dist-packages")) and Path(p).is_dir()
             and not Path(p).resolve().is_relative_to(path.resolve())]
-    # The interpreter's own site-packages first: a sandboxed candidate may read only the interpreter's
-    # prefix and site-packages (sandbox/isolation.py default_read_paths), so a dependency it imports
-    # (torch; setuptools for a C++ extension's build) must resolve there, as it does for a user whose
-    # dependencies are installed in that environment — not from a test runner's outer venv.
+    # The interpreter's own site-packages first, as for a user whose dependencies are installed in
+    # that environment: a dependency a candidate imports (torch; setuptools for a C++ extension's
+    # build) resolves there rather than from a test runner's outer venv. (The sandbox reads every
+    # site directory on sys.path: sandbox/isolation.py default_read_paths.)
     deps.sort(key=lambda p: not Path(p).resolve().is_relative_to(Path(sys.base_prefix).resolve()))
     (site / "arbor_test_deps.pth").write_text("".join(f"{p}\n" for p in deps))
     return python, site
