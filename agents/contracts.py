@@ -169,6 +169,14 @@ class Orchestrator(ABC):
         knowledge records; None for an orchestrator that keeps none (it gets no warm start)."""
         return None
 
+    def schedule_space(self, index: TreeIndex, source_of: Callable[[str], str], is_known: Callable[[str], bool],
+                       left: float | None, bound: str | None) -> tuple[Selection | None, str]:
+        """Asked when ``select`` found nothing: a node whose generated kernel's schedule space is
+        worth searching given ``left`` (what the speed of light says is left for the best; None:
+        unknown) and the ``bound`` that binds, with why — or None and why not, in numbers (the
+        stop reason quotes it). Default: no schedule space."""
+        return None, "this orchestrator does not search schedule spaces"
+
 
 class Critic(ABC):
     """The only role that can accept a result: runs the gates over evidence from the store."""

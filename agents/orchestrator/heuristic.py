@@ -22,6 +22,8 @@ from arbor.search_tree.index import TreeIndex
 from arbor.search_tree.policies import Policy
 from arbor.search_tree.records import NodeRecord
 
+from . import schedule_space
+
 MAX_ROUNDS = 10_000
 # Exact priors computed per selection before settling for the best exact candidate found so far.
 # After a family win raises every bound in a tree of 1e5 nodes, an exhaustive pass needed over a
@@ -40,6 +42,8 @@ class HeuristicOrchestrator(Orchestrator):
         self.outcomes = OutcomeIndex(family_posterior=family_posterior)
         self._rise: float | None = None
         self._index: TreeIndex | None = None
+        self._seen: dict[int, NodeRecord] = {}  # finished nodes a schedule search reads (schedule_space.py)
+        self._schedule_moves = set(schedule_space.schedule_moves(specialist))
 
     def attach(self, index: TreeIndex) -> None:
         """Follow ``index``: every finished node it learns about updates the outcome priors."""
@@ -60,6 +64,8 @@ class HeuristicOrchestrator(Orchestrator):
         self._rise = max(self._rise or 1.0, factor)
 
     def _observe(self, node: NodeRecord) -> None:
+        if schedule_space.worth_keeping(node, self._schedule_moves):
+            self._seen[node.id] = node
         rise = self.outcomes.observe(node)
         if rise is not None:
             self._rise = max(self._rise or 1.0, rise)
@@ -114,6 +120,15 @@ class HeuristicOrchestrator(Orchestrator):
             if options and (fallback is None or scores[i] > fallback[0]):
                 fallback = (float(scores[i]), i, options)
         return None
+
+    def schedule_space(self, index: TreeIndex, source_of: Callable[[str], str], is_known: Callable[[str], bool],
+                       left: float | None, bound: str | None) -> tuple[Selection | None, str]:
+        """The fixed moves are spent: the schedule space of the best node or of the most
+        promising rejected generated candidate (``schedule_space.py``)."""
+        if self._index is not index:
+            self.attach(index)
+        return schedule_space.select(index, self.specialist, self.outcomes, source_of, is_known,
+                                     schedule_space.Headroom(left, bound), self._seen)
 
     def _overlap_test(self, index: TreeIndex, source_of: Callable[[str], str],
                       is_known: Callable[[str], bool]) -> Selection | None:

@@ -48,9 +48,10 @@ def cannot_run(move: MoveSpec, device: str | None, env: Mapping[str, str] | None
     CPU without Triton's interpreter; a generated C++ kernel off the CPU, or with no toolchain."""
     env = os.environ if env is None else env
     kind = (device or "").split(":", 1)[0].strip().lower()
-    if move.transform == "cpp_codegen":
+    if move.transform in ("cpp_codegen", "cpp_schedule"):
         return kind != "cpu" or not cpp_toolchain(env)
-    return move.transform == "triton_codegen" and kind == "cpu" and env.get("TRITON_INTERPRET") != "1"
+    return move.transform in ("triton_codegen", "triton_schedule") and kind == "cpu" \
+        and env.get("TRITON_INTERPRET") != "1"
 
 
 def cpp_toolchain(env: Mapping[str, str]) -> bool:

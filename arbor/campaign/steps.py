@@ -23,7 +23,7 @@ from .context import Context
 from .parallel import measure as measure_parallel
 from .profiling import record_profile
 from .purposes import next_purpose, reference_drifted
-from .stopping import llm_stop_reason, stop_reason
+from .stopping import exhausted_reason, headroom, llm_stop_reason, stop_reason
 from .verify import run_final_verification, verify_ahead
 
 
@@ -83,8 +83,11 @@ def select(ctx: Context, state: LoopState) -> LoopState:
             sel = ctx.orchestrator.select(idx, ctx.source, is_known, state.get("step", 0))
         if sel is None and flying:  # free workers: bet on a node still being measured
             sel = ctx.parallel.select_in_flight(state.get("step", 0))
+        if sel is None:  # the fixed moves are spent: a generated kernel's schedule space, if there is headroom
+            left, bound = headroom(sol if sol is not None else speed_of_light.for_context(ctx), idx.best_speedup())
+            sel, why_not = ctx.orchestrator.schedule_space(idx, ctx.source, is_known, left, bound)
         if sel is None:
-            reason = "exhausted: no untried move left on any accepted node" + _ruled_out(ctx)
+            reason = exhausted_reason(ctx.spec.budget, elapsed, evals, left, why_not, _ruled_out(ctx))
             if flying:  # what is in flight may open new moves when it is accepted
                 verify_ahead(ctx)
                 return {"parent_id": None, "node_ids": [], "stop_reason": None}

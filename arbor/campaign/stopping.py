@@ -78,3 +78,25 @@ def llm_stop_reason(llm) -> str | None:
         return (f"LLM unavailable: {st.failures_in_row} calls in a row got no usable answer (last: {last}) — "
                 "check the endpoint (agents.base_url, model, key), then run again to resume")
     return None
+
+
+def headroom(sol: Position | None, best: float) -> tuple[float | None, str | None]:
+    """(what the speed of light says is left for the best: 1 / its fraction, None when unknown;
+    the bound that binds). Read through ``Position.reading``, the figure the summaries show."""
+    if sol is None or sol.reference_s is None:
+        return None, None
+    shown, note = sol.reading(sol.reference_s / max(best, 1e-12))
+    if shown is None or (note or "").startswith("BUG") or shown <= 0:
+        return None, sol.bound
+    return 1.0 / shown, sol.bound
+
+
+def exhausted_reason(budget: Budget, elapsed_s: float, evals: int, left: float | None, why_not: str,
+                     ruled_out: str = "") -> str:
+    """The stop when no move is left anywhere, in numbers: the budget left, the headroom the speed
+    of light shows, why the schedule space was not searched, and what would search further."""
+    wall = f"{elapsed_s:.0f} s of max_wall_s={budget.max_wall_s:.0f} ({1 - elapsed_s / budget.max_wall_s:.0%} left)"
+    room = f"{left:.2f}x left to the speed of light" if left is not None else "the speed of light unknown"
+    return (f"exhausted: no untried move left on any accepted node{ruled_out}, after {evals} of "
+            f"max_evaluations={budget.max_evaluations} candidates at {wall}; {room}; {why_not} — to search further "
+            "add moves (a skill in skills.extra_dirs) or run the llm backend")

@@ -8,12 +8,15 @@ values): the kernels' logic does not depend on the sizes, only their speed does.
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
 
 import pytest
 
 from arbor.agents.transforms import apply_move, to_modelnew
 from arbor.agents.transforms.triton import explain, generate
+from arbor.agents.transforms.triton.move import BLOCKS, WARPS
+from arbor.agents.transforms.triton.schedule import STAGES
 from benchmarks.triton_kernels import interpret_pairs, run_pair, scale_for, triton_moves
 
 pytest.importorskip("triton")  # in the `test` extra: these tests must run in CI
@@ -134,6 +137,26 @@ def test_a_kernel_generated_after_another_move_is_right(interpreted):
     """F.rms_norm(x, x.shape[1:], ...), as the native-norms move writes it, is a norm over x's
     trailing dims."""
     assert interpreted["after-norms"]["ok"], interpreted["after-norms"]
+
+
+def test_sampled_launch_schedule_points_match_the_reference(tmp_path):
+    """``triton_schedule`` points (block, warps, stages) of a row, a flat and a column kernel, in a
+    child of their own (the module's child is already long): the interpreter ignores warps and
+    stages but runs each block's masks and loops."""
+    edge = tmp_path / "edge_2.py"
+    edge.write_text(TAILS.replace("FORWARD", EDGES[2]))
+    rng, jobs, points = random.Random(41), [], []
+    for path in (ROOT / "benchmarks" / "problems" / "l1_06_softmax.py", ROOT / "benchmarks" / "problems" / "l1_01_relu.py",
+                 edge):
+        base = generate(to_modelnew(path.read_text()), 64, 2)
+        scale = scale_for(path, MAX_ELEMENTS) if path.parent.name == "problems" else None
+        for _ in range(2):
+            point = {"block": rng.choice(BLOCKS[2:8]), "num_warps": rng.choice(WARPS), "num_stages": rng.choice(STAGES)}
+            jobs.append({"problem": path, "candidate": apply_move(base, "triton_schedule", point), "scale": scale,
+                         "seeds": [0]})
+            points.append((path.stem, point))
+    for (name, point), result in zip(points, interpret_pairs(jobs)):
+        assert result["ok"], (name, point, result)
 
 
 def test_a_wrong_kernel_is_caught(interpreted):

@@ -8,7 +8,7 @@ the vectorisable functions of ``math.py``.
 
 from __future__ import annotations
 
-from . import move  # noqa: F401  (registers the transform)
+from . import move, schedule  # noqa: F401  (registers the transforms)
 from .move import explain, generate
 
 __all__ = ["explain", "generate"]

@@ -10,7 +10,7 @@ the kernel. Block size and warps are the move's params.
 
 from __future__ import annotations
 
-from . import move  # noqa: F401  (registers the transform)
+from . import move, schedule  # noqa: F401  (registers the transforms)
 from .move import explain, generate
 from .plan import Unsupported
 

@@ -1,0 +1,95 @@
+"""Column mode of the generated C++ kernel: a reduction over middle dims (RMSNorm over NCHW
+channels), the domain OUTER x R x INNER, a task one outer index and ``LANES`` consecutive inner
+positions with an accumulator per lane (``source.py`` writes the other modes)."""
+
+from __future__ import annotations
+
+from ..triton.region import Match
+from ..triton.source import groups, outside
+from .emit import _COMBINE, _NEUTRAL, _emit_chain, _emit_value, _Writer
+
+LANES = 256  # column mode: inner positions one task keeps accumulators for (R x LANES floats stay in L2)
+
+
+def _lane_loop(w: _Writer, rows: list[str], position: bool) -> None:
+    """Open a vectorised loop over a task's lanes, with the row values computed so far (arrays
+    per lane) as scalars, and ``rflat`` (the lane's element at reduced index 0) when asked."""
+    w("#pragma omp simd")
+    w.open("for (int64_t l = 0; l < nl; ++l)")
+    if position:
+        w("const int64_t rflat = start + l;")
+    for name in rows:
+        w(f"const float {name} = {name}_a[l];")
+
+
+def _column_outside(w: _Writer, m: Match, done: set[str], rows: list[str]) -> None:
+    """Row and const values now computable: a const once per task, a row value per lane."""
+    while True:
+        ready = outside(m.plan, done)
+        if not ready:
+            return
+        for v in ready:
+            if v.level == "const":
+                _emit_value(w, m, v)
+                continue
+            w(f"float {v.name}_a[LANES];")
+            _lane_loop(w, rows, True)
+            _emit_value(w, m, v)
+            w(f"{v.name}_a[l] = {v.name};")
+            w.close()
+            rows.append(v.name)
+
+
+def column(w: _Writer, m: Match) -> None:
+    """Reduced dims in the middle (RMSNorm over NCHW channels): the domain is OUTER x R x INNER,
+    and a task is one outer index and ``LANES`` consecutive inner positions. Each pass walks the
+    R reduced indices, each a vectorised loop over the lanes (consecutive in memory) with one
+    accumulator per lane, so no pass needs a reduction across lanes; the task's R x LANES block
+    (64 KB for 64 channels) stays in L2 between the passes and the store."""
+    plan = m.plan
+    w("const int64_t NBLK = (INNER + LANES - 1) / LANES;")
+    w.open("at::parallel_for(0, OUTER * NBLK, 1, [&](int64_t begin, int64_t end)")
+    w.open("for (int64_t task = begin; task < end; ++task)")
+    w("const int64_t outer = task / NBLK;")
+    w("const int64_t l0 = (task % NBLK) * LANES;")
+    w("const int64_t nl = std::min<int64_t>(LANES, INNER - l0);")
+    w("const int64_t start = outer * R * INNER + l0;")
+    done: set[str] = set()
+    rows: list[str] = []
+    _column_outside(w, m, done, rows)
+    for group in groups(plan):
+        for r in group:
+            w(f"float acc_{r.name}[LANES];")
+        w("#pragma omp simd")
+        w.open("for (int64_t l = 0; l < nl; ++l)")
+        for r in group:
+            w(f"acc_{r.name}[l] = {_NEUTRAL[r.reduce]};")
+        w.close()
+        w.open("for (int64_t i = 0; i < R; ++i)")
+        _lane_loop(w, rows, True)
+        w("const int64_t flat = rflat + i * INNER;")
+        _emit_chain(w, m, [r.deps[0] for r in group])
+        for r in group:
+            w(_COMBINE[r.reduce].format(acc=f"acc_{r.name}[l]", x=r.deps[0]))
+        w.close()
+        w.close()
+        for r in group:
+            w(f"float* {r.name}_a = acc_{r.name};")
+            rows.append(r.name)
+            done.add(r.name)
+        _column_outside(w, m, done, rows)
+    out = plan.value(plan.output)
+    if out.level == "full":
+        w.open("for (int64_t i = 0; i < R; ++i)")
+        _lane_loop(w, rows, True)
+        w("const int64_t flat = rflat + i * INNER;")
+        _emit_chain(w, m, [plan.output])
+        w(f"o[flat] = {plan.output};")
+        w.close()
+        w.close()
+    else:
+        _lane_loop(w, rows, False)
+        w(f"o[outer * INNER + l0 + l] = {plan.output};")
+        w.close()
+    w.close()
+    w.close("});")
