@@ -123,15 +123,6 @@ inline void arbor_store(float* __restrict__ dst, const float* __restrict__ src, 
 #endif
 }
 
-// The block buffer's start, in ``raw`` (its block and 1024 floats more), 2 KB away from ``dst``
-// modulo 4 KB: a load whose address matches an earlier store's low 12 bits waits for it (4K
-// aliasing), and a stack buffer at the output's page offset made every load of the blocked
-// passes wait (blocked softmax 0.28-0.33x the unblocked on the development VM).
-inline float* arbor_apart(float* raw, const float* dst) {
-  const uintptr_t d = reinterpret_cast<uintptr_t>(dst) & 4095, r = reinterpret_cast<uintptr_t>(raw) & 4095;
-  return raw + ((((d + 2048) - r) & 4095) & ~uintptr_t(63)) / 4;
-}
-
 inline void arbor_prefetch(const float* p, int64_t lo, int64_t hi, int64_t end) {
   hi = hi < end ? hi : end;
   for (int64_t i = lo; i < hi; i += 16) __builtin_prefetch(p + i, 0, 0);

@@ -34,11 +34,6 @@ from .schedule import KNOBS, RUNTIME, header
 __all__ = ["EXTENSION", "FLAGS", "KERNEL", "LAUNCHER", "SOURCE", "extension_name", "kernel_source",
            "launcher_source", "module_source", "split"]
 
-# the store loop's L1 buffer, placed 2 KB from the output modulo 4 KB (``arbor_apart``)
-_BUFFER = ("alignas(64) float arbor_raw[(ARBOR_BLOCK > 0 ? ARBOR_BLOCK : 1) + 1024]; "
-           "float* __restrict__ arbor_buf = arbor_apart(arbor_raw, o);")
-
-
 def _kept(plan: Plan, last_group: list[Value]) -> str | None:
     """A costly value (one with a function call: exp, log, erf...) that the last pass over the row
     computes anyway and the store pass needs: the last pass writes it to the output, the store
@@ -56,7 +51,7 @@ def _flat(w: _Writer, m: Match) -> None:
     k = split(m)
     if k is None:
         w.open("at::parallel_for(0, N, 16384, [&](int64_t begin, int64_t end)")
-        w(_BUFFER)
+        w("alignas(64) float arbor_buf[ARBOR_BLOCK > 0 ? ARBOR_BLOCK : 1];")
         _emit_outside(w, m, set())
         _store_loop(w, m, "flat", "begin", "end", "", lambda: _emit_chain(w, m, [plan.output]))
         w.close("});")
@@ -64,7 +59,7 @@ def _flat(w: _Writer, m: Match) -> None:
     else:
         w.open("at::parallel_for(0, N / INNER, std::max<int64_t>(1, 16384 / std::max<int64_t>(INNER, 1)), "
                "[&](int64_t begin, int64_t end)")
-        w(_BUFFER)
+        w("alignas(64) float arbor_buf[ARBOR_BLOCK > 0 ? ARBOR_BLOCK : 1];")
         w.open("for (int64_t outer = begin; outer < end; ++outer)")
         w("const int64_t base = outer * INNER;")
         for o in plan.operands:
@@ -121,7 +116,7 @@ def _row(w: _Writer, m: Match) -> None:
     w.open("at::parallel_for(0, ROWS, std::max<int64_t>(1, 16384 / std::max<int64_t>(R, 1)), "
            "[&](int64_t begin, int64_t end)")
     if plan.value(plan.output).level == "full":
-        w(_BUFFER)
+        w("alignas(64) float arbor_buf[ARBOR_BLOCK > 0 ? ARBOR_BLOCK : 1];")
     w.open("for (int64_t row = begin; row < end; ++row)")
     w("const int64_t rflat = row * R;")
     done: set[str] = set()
