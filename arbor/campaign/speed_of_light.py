@@ -97,7 +97,7 @@ class Position:
         for fn, n in sorted((self.transcendentals or {}).items(), key=lambda kv: -kv[1]):
             parts.append(f"{n / 1e6:.3g}M {fn}")
         if parts:
-            parts[-1] += " at the measured vector rates" if self.vector_measured else " at FLOP equivalents"
+            parts[-1] += " at the measured vector rates or the generated math" if self.vector_measured else " at FLOP equivalents"
         if self.flops:
             parts.append(f"{self.flops / 1e9:.3g} GFLOP at {(self.flops_per_s or 0) / 1e9:.3g} GFLOP/s")
         return (f"compute-bound: {' + '.join(parts)} = {_ms(self.seconds)} ({self.source or 'peak'}); "

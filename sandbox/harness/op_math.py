@@ -137,15 +137,32 @@ def vector_rate(fn: str, vector: dict | None) -> float:
     return rate
 
 
+# The arithmetic of Arbor's own generated math (``agents/transforms/cpp/math.py``), in FLOPs at the
+# FMA rate: each floating-point vector operation (FMA, multiply, add, rounding) counted as the 2 FLOPs
+# an FMA slot is worth, the comparisons, blends and integer exponent operations left out (they issue
+# on other ports), so it is a lower bound of that code's time. Needed because the measured rate is
+# ATen's: on the development VM (AMD EPYC, AVX2, one thread) the generated exp ran 2.5x torch.exp
+# on cache-resident data, and a speed of light slower than a kernel Arbor writes is no bound.
+# exp: n = round(x log2e) (2), r (2 FMAs), the degree-6 polynomial (8); division and square root as
+# a reciprocal estimate and its Newton step (3); erf (A-S 7.1.26): exp, one division, the
+# degree-5 polynomial in t, -a*a, 1 - p*e (8); tanh and sigmoid: exp, one division, 1-2 more; log:
+# the mantissa's degree-8 polynomial and its assembly (15).
+GENERATED_FLOPS = {"exp": 24.0, "div": 6.0, "sqrt": 6.0, "erf": 46.0, "tanh": 34.0, "sigmoid": 32.0,
+                   "log": 30.0, "pow": 56.0}
+
+
 def transcendental_seconds(counts: dict | None, vector: dict | None, flops_per_s: float | None) -> float:
-    """The least time ``counts`` evaluations take: each function at its vector rate
-    (``vector_rate``: measured, or its identity's), else at ``FLOP_EQUIVALENT`` FLOPs each at the
-    FP32 rate; 0 where neither is known."""
+    """The least time ``counts`` evaluations take: each function at the faster of its vector rate
+    (``vector_rate``: measured, or its identity's) and Arbor's generated math at the FP32 rate
+    (``GENERATED_FLOPS``); with neither a rate nor a measured vector rate, at ``FLOP_EQUIVALENT``
+    FLOPs each; 0 where nothing is known."""
     total = 0.0
     for fn, n in (counts or {}).items():
         rate = vector_rate(fn, vector)
-        if rate > 0:
-            total += float(n) / rate
-        elif flops_per_s:
-            total += float(n) * FLOP_EQUIVALENT.get(fn, 10.0) / float(flops_per_s)
+        options = [float(n) / rate] if rate > 0 else []
+        if flops_per_s:
+            flops = GENERATED_FLOPS.get(fn) if rate > 0 else FLOP_EQUIVALENT.get(fn, 10.0)
+            if flops:
+                options.append(float(n) * flops / float(flops_per_s))
+        total += min(options) if options else 0.0
     return total

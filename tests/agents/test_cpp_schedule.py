@@ -121,6 +121,12 @@ def get_init_inputs():
     assert apply_move(base, "cpp_schedule", {"unroll": 1}) is not None
 
 
+def test_a_division_by_a_row_value_is_a_multiply_by_its_reciprocal():
+    kernel = kernel_of(generate(to_modelnew(SOFTMAX)))
+    # softmax's store pass: one division a row (hoisted by the compiler), a multiply an element
+    assert "* (1.0f / r3))" in kernel and "/ r3)" not in kernel.replace("(1.0f / r3)", "")
+
+
 # --------------------------------------------------------------------------- one build, many points
 
 _PRELUDE = ("#include <algorithm>\n#include <cmath>\n#include <cstdint>\n#include <cstring>\n#include <immintrin.h>\n"

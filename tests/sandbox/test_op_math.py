@@ -26,8 +26,11 @@ def test_each_op_counts_its_transcendentals_apart_from_its_flops():
     assert op_math("aten::addmm", [[4], [4, 4], [4, 4]]) == (0, {})  # the profiler's estimate counts GEMMs
 
 
-def test_a_transcendental_takes_its_measured_rate_else_its_flop_equivalent():
-    assert transcendental_seconds({"erf": 4e6}, {"erf": 4e8}, 5e10) == pytest.approx(1e-2)
+def test_a_transcendental_takes_the_faster_of_its_measured_rate_and_the_generated_math_else_its_flop_equivalent():
+    assert transcendental_seconds({"erf": 4e6}, {"erf": 4e8}, None) == pytest.approx(1e-2)
+    # with the FP32 rate known, no slower than Arbor's own generated erf at it (46 FLOPs)
+    assert transcendental_seconds({"erf": 4e6}, {"erf": 4e8}, 5e10) == pytest.approx(4e6 * 46 / 5e10)
+    assert transcendental_seconds({"erf": 4e6}, {"erf": 4e9}, 5e10) == pytest.approx(1e-3)  # measured faster
     assert transcendental_seconds({"erf": 4e6}, None, 4.8e10) == pytest.approx(4e6 * 24 / 4.8e10)
     assert transcendental_seconds(None, None, None) == 0.0
 

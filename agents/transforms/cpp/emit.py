@@ -54,7 +54,8 @@ def _emit_value(w: _Writer, m: Match, v: Value) -> None:
     if v.operand is not None:
         w(f"const float {v.name} = {_load(m, v)};")
     elif v.reduce is None:
-        w(f"const float {v.name} = {translate(v.code)};")
+        outer = frozenset(d for d in v.deps if m.plan.level_of(d) != "full") if v.level == "full" else frozenset()
+        w(f"const float {v.name} = {translate(v.code, outer)};")
 
 
 def _emit_outside(w: _Writer, m: Match, done: set[str]) -> None:

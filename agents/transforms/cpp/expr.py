@@ -36,28 +36,34 @@ def literal(value: float) -> str:
     return f"{value!r}f"
 
 
-def translate(code: str) -> str:
-    """``code`` (a Triton expression from a plan) as a C++ float expression."""
+def translate(code: str, invariant: frozenset[str] = frozenset()) -> str:
+    """``code`` (a Triton expression from a plan) as a C++ float expression. A division by a name in
+    ``invariant`` (a value computed outside the element loop: softmax's row sum) is written as a
+    multiply by its reciprocal, which the compiler hoists out of the loop: one division a row
+    instead of a vector division every 8 elements (within 1 ulp of the quotient: 2 roundings)."""
     try:
         tree = ast.parse(code, mode="eval").body
     except SyntaxError as exc:
         raise Unsupported(f"an expression the C++ kernel cannot read: {code!r}") from exc
-    return _expr(tree)
+    return _expr(tree, invariant)
 
 
-def _expr(node: ast.AST) -> str:
+def _expr(node: ast.AST, invariant: frozenset[str] = frozenset()) -> str:  # noqa: C901 - one case per node type
     if isinstance(node, ast.Name):
         return node.id
     if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) and not isinstance(node.value, bool):
         return literal(node.value)
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
-        return f"(-{_expr(node.operand)})"
+        return f"(-{_expr(node.operand, invariant)})"
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.UAdd):
-        return _expr(node.operand)
+        return _expr(node.operand, invariant)
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div) and isinstance(node.right, ast.Name) \
+            and node.right.id in invariant:
+        return f"({_expr(node.left, invariant)} * (1.0f / {node.right.id}))"
     if isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
-        return f"({_expr(node.left)} {_BINARY[type(node.op)]} {_expr(node.right)})"
+        return f"({_expr(node.left, invariant)} {_BINARY[type(node.op)]} {_expr(node.right, invariant)})"
     if isinstance(node, ast.Compare) and len(node.ops) == 1 and type(node.ops[0]) in _COMPARE:
-        return f"({_expr(node.left)} {_COMPARE[type(node.ops[0])]} {_expr(node.comparators[0])})"
+        return f"({_expr(node.left, invariant)} {_COMPARE[type(node.ops[0])]} {_expr(node.comparators[0], invariant)})"
     if isinstance(node, ast.Call) and not node.keywords:
         f = node.func
         if isinstance(f, ast.Name) and f.id == "float" and len(node.args) == 1 \
@@ -65,7 +71,7 @@ def _expr(node: ast.AST) -> str:
             return _SPECIAL[str(node.args[0].value)]
         if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id == "tl" \
                 and f.attr in FUNCTIONS:
-            args = [_expr(a) for a in node.args]
+            args = [_expr(a, invariant) for a in node.args]
             template = FUNCTIONS[f.attr]
             if template.count("{") != len(args):
                 raise Unsupported(f"tl.{f.attr} with {len(args)} arguments")
