@@ -81,6 +81,9 @@ def bench(name: str, repeats: int, best: dict | None, workdir: Path) -> dict:
     if best is None:
         best, campaign = _campaign_best(spec)
     row: dict = {"campaign": name, "engine": spec.target.engine, "campaign_run": campaign, "best_config": best}
+    if campaign is not None and campaign["counts"].get("accepted", 0) == 0:
+        row["note"] = f"the campaign has no result: {campaign['stop_reason']}"
+        return row
     if not best or best == spec.target.defaults():
         row["note"] = "the campaign verified no configuration better than the defaults"
         return row
