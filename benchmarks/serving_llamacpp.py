@@ -97,7 +97,10 @@ def bench(name: str, repeats: int, best: dict | None, workdir: Path, timeout_s: 
         return row
     adapter = make_adapter(spec)
     adapter.validate()
-    runs = [_repeat(adapter, best) for _ in range(repeats)]
+    runs = []
+    for i in range(repeats):  # each printed as it ends: a long run on a loaded machine keeps what it measured
+        runs.append(_repeat(adapter, best))
+        print(f"{name} repeat {i + 1}: {json.dumps(runs[-1], default=str)}", flush=True)
     gains = [r["gain"] for r in runs if r["gain"] is not None]
     row.update(repeats=runs, gains=gains,
                gain_mean=sum(gains) / len(gains) if gains else None,
