@@ -29,7 +29,8 @@ from benchmarks.common import ROOT, machine, table, write_result
 
 CAMPAIGNS = {"quickstart": ROOT / "campaigns" / "quickstart.yaml",
              "serving_llamacpp": ROOT / "campaigns" / "serving_llamacpp.yaml"}
-# SmolLM2 has an 8192-token context: the prompt budget and the reply cap must fit in one slot. A
+# SmolLM2 has an 8192-token context: the prompt budget and the reply cap must fit in one slot, and
+# on two shared cores a 2,000-token prompt is what a call can read in well under its 300 s. A
 # 135M model fails often; ten failed calls in a row (not the default three) before the campaign
 # stops on them, so the run reaches its budget and the shares below measure the model
 AGENTS = {"backend": "openai", "model": "smollm2", "temperature": 0.0, "prompt_tokens": 2000,
