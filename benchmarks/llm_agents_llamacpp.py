@@ -122,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--server-threads", type=int, default=1,
                     help="the agents' llama-server threads: 1 by default, because two threads synchronise at "
                          "every op and on a machine loaded past its cores each sync waits for a time slice "
-                         "(a 3,400-token call timed out after 180 s at load 10 with two)")
+                         "(with two, no call finished in 4 minutes at a load average of 10-12)")
     ap.add_argument("--out", default="llm_agents_llamacpp")
     args = ap.parse_args(argv)
     started = time.monotonic()
