@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -28,29 +29,32 @@ from benchmarks.common import ROOT, machine, table, write_result
 
 CAMPAIGNS = {"quickstart": ROOT / "campaigns" / "quickstart.yaml",
              "serving_llamacpp": ROOT / "campaigns" / "serving_llamacpp.yaml"}
-# SmolLM2 has an 8192-token context: the prompt budget and the reply cap must fit in one slot. A
+# SmolLM2 has an 8192-token context: the prompt budget and the reply cap must fit in one slot, and
+# on two shared cores a 2,000-token prompt is what a call can read in well under its 300 s. A
 # 135M model fails often; ten failed calls in a row (not the default three) before the campaign
 # stops on them, so the run reaches its budget and the shares below measure the model
-AGENTS = {"backend": "openai", "model": "smollm2", "temperature": 0.0, "prompt_tokens": 3000,
-          "max_output_tokens": 512, "timeout_s": 180, "max_retries": 1, "retry_backoff_s": 0.5,
+AGENTS = {"backend": "openai", "model": "smollm2", "temperature": 0.0, "prompt_tokens": 2000,
+          "max_output_tokens": 512, "timeout_s": 300, "max_retries": 1, "retry_backoff_s": 0.5,
           "max_children": 2, "max_llm_failures_in_row": 10}
 
 
-def _agent_server(tmp: Path):
+def _agent_server(tmp: Path, threads: int):
     from arbor.sandbox.serving.lifecycle import ServerConfig, start_servers
     from arbor.sandbox.serving.llamacpp_install import missing_reason, model_path, server_binary
 
     if (why := missing_reason()) is not None:
         raise SystemExit(f"llm_agents_llamacpp: {why}")
     cfg = ServerConfig(argv=[str(server_binary()), "-m", str(model_path()), "-a", "smollm2", "--host", "{host}",
-                             "--port", "{port}", "-np", "1", "-c", "8192", "--no-webui"],
+                             "--port", "{port}", "-np", "1", "-c", "8192", "-t", str(threads), "-tb", str(threads),
+                             "--no-webui"],
                        lease_dir=tmp / "leases", startup_timeout_s=60, stop_grace_s=2, label="agents-llm")
     started: list = []
     start_servers([cfg], started)
     return started
 
 
-def _run(name: str, tmp: Path, base_url: str, max_evals: int | None) -> dict:
+def _run(name: str, tmp: Path, base_url: str, max_evals: int | None, max_wall_s: float | None = None,
+         timeout_s: float | None = None) -> dict:
     src = CAMPAIGNS[name]
     data = yaml.safe_load(src.read_text())
     data["name"] = f"llm_{name}"
@@ -59,6 +63,10 @@ def _run(name: str, tmp: Path, base_url: str, max_evals: int | None) -> dict:
                       **{role: {"backend": "openai"} for role in ("orchestrator", "specialist", "critic")}}
     if max_evals:
         data["budget"]["max_evaluations"] = max_evals
+    if max_wall_s:  # a loaded machine: the LLM's calls and the measurements share its 2 cores
+        data["budget"]["max_wall_s"] = max_wall_s
+    if timeout_s:
+        data.setdefault("sandbox", {})["timeout_s"] = timeout_s
     path = src.parent / f".llm_{name}_{os.getpid()}.yaml"  # beside the original: its relative paths hold
     path.write_text(yaml.safe_dump(data))
     t0 = time.monotonic()
@@ -92,6 +100,8 @@ def _calls(db: Path) -> dict:
             c["fallbacks"] += 1  # the role's call was abandoned: the heuristic decided, or nothing
     per_role = {}
     for agent, c in roles.items():
+        if not c:  # the loop's, the profiler's and the gate Critic's own events: no LLM role
+            continue
         replies = c["calls_ok"] + c["calls_invalid"]
         per_role[agent] = {**dict(c), "replies": replies,
                            "valid_share": c["calls_ok"] / replies if replies else None}
@@ -103,21 +113,30 @@ def _calls(db: Path) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # finally blocks remove the spec copy, stop the server
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--only", choices=sorted(CAMPAIGNS), action="append")
     ap.add_argument("--max-evaluations", type=int, default=None, help="override the campaigns' budgets")
+    ap.add_argument("--max-wall-s", type=float, default=None, help="override the campaigns' wall budgets")
+    ap.add_argument("--timeout-s", type=float, default=None, help="override one measurement's limit")
+    ap.add_argument("--server-threads", type=int, default=1,
+                    help="the agents' llama-server threads: 1 by default, because two threads synchronise at "
+                         "every op and on a machine loaded past its cores each sync waits for a time slice "
+                         "(with two, no call finished in 4 minutes at a load average of 10-12)")
     ap.add_argument("--out", default="llm_agents_llamacpp")
     args = ap.parse_args(argv)
     started = time.monotonic()
+    info = machine()
     from arbor.sandbox.serving.lifecycle import stop_all
 
     rows = []
     with tempfile.TemporaryDirectory(prefix="arbor-llm-agents-") as tmp:
         servers = []
         try:
-            servers = _agent_server(Path(tmp))
+            servers = _agent_server(Path(tmp), args.server_threads)
             for name in args.only or list(CAMPAIGNS):
-                rows.append(_run(name, Path(tmp), servers[0].base_url + "/v1", args.max_evaluations))
+                rows.append(_run(name, Path(tmp), servers[0].base_url + "/v1", args.max_evaluations,
+                                 args.max_wall_s, args.timeout_s))
         finally:
             stop_all(servers)
     flat = [{"campaign": r["campaign"], "role": role, "replies": s["replies"], "valid": s.get("valid_share"),
@@ -128,7 +147,11 @@ def main(argv: list[str] | None = None) -> int:
     for r in rows:
         print(f"{r['campaign']}: exit {r['exit']}, {r['tracebacks']} tracebacks, {r['proposals']} proposals, "
               f"{r['proposals_run']} run, {r['proposals_measured_ok']} measured ok, {r['wall_s']} s")
-    path = write_result(args.out, {"machine": machine(), "agents": AGENTS, "rows": rows}, started)
+    info["load_avg_at_end"] = [round(x, 2) for x in os.getloadavg()]
+    path = write_result(args.out, {"machine": info, "agents": AGENTS, "server_threads": args.server_threads,
+                                   "overrides": {
+        "max_evaluations": args.max_evaluations, "max_wall_s": args.max_wall_s, "timeout_s": args.timeout_s},
+        "rows": rows}, started)
     print(f"wrote {path}")
     return 0
 
