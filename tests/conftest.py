@@ -1,6 +1,8 @@
+import contextlib
 import fcntl
 import os
 import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -11,11 +13,31 @@ from tests.pg_server import pg_server, pg_url  # noqa: F401  (PostgreSQL fixture
 REPO = Path(__file__).resolve().parents[1]
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's, which turns -n auto into a worker count
+def pytest_cmdline_main(config):
+    """The whole suite runs on workers by default: where pytest-xdist is installed (the ``test``
+    extra) and the command names neither paths nor ``-n`` (the README's ``python3 -m pytest -q``),
+    the run is ``-n auto --dist loadgroup``, the slowest groups first (``_slow_groups_first``).
+    A command that names files runs serially (two workers' start-up costs more than most files
+    take), unless it says ``-n auto``; ``-n 0`` or ``-p no:xdist`` runs the suite serially.
+    Measured on 2 cores in docs/performance.md#test-suite."""
+    if not config.pluginmanager.hasplugin("xdist") or os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+    opt = config.option
+    whole_suite = config.args_source == pytest.Config.ArgsSource.TESTPATHS
+    if whole_suite and opt.numprocesses is None and not opt.usepdb and not opt.collectonly:
+        opt.numprocesses = "auto"
+        if opt.dist == "no":
+            opt.dist = "loadgroup"
+    if opt.dist == "loadgroup":
+        opt.loadscopereorder = False  # the order of _slow_groups_first, not the number of tests in a group
+
+
+@pytest.hookimpl(optionalhook=True)  # pytest-xdist's hook: absent under -p no:xdist
 def pytest_xdist_auto_num_workers(config):
-    """`-n auto --dist loadgroup` (opt-in: pyproject's addopts run serially): a worker a core, at most four. The suite was
-    measured on 2 cores (docs/performance.md#test-suite); more workers than cores only adds
-    contention, and past four the session fixtures (a dockerd, a PostgreSQL, a Ray cluster, each
-    started once per worker that needs one) cost more than they save."""
+    """``-n auto``: a worker a core, at most four. More workers than cores only adds contention,
+    and past four the session fixtures (a dockerd, a PostgreSQL, a Ray cluster, each started once
+    per worker that needs one) cost more than they save."""
     return max(1, min(os.cpu_count() or 1, 4))
 
 
@@ -32,12 +54,30 @@ def _xdist_group(item) -> str:
     return item.nodeid.split("::", 1)[0]
 
 
+def _group_of(item) -> str:
+    mark = item.get_closest_marker("xdist_group")
+    if mark is None:
+        return ""
+    return mark.args[0] if mark.args else mark.kwargs.get("name", "default")
+
+
+def _slow_groups_first(items: list) -> None:
+    """Workers take groups in collection order: a group holding a ``slow`` test (a whole campaign,
+    a C++ build, an install) goes first, so the run does not end on one worker still in a long
+    file while the other waits. Stable, and the same in every worker (they must agree)."""
+    slow = {_group_of(i) for i in items if i.get_closest_marker("slow") is not None}
+    items.sort(key=lambda i: _group_of(i) not in slow)
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's, which reads the groups to name the items
 def pytest_collection_modifyitems(config, items):
     """gpu/docker tests skip with a reason where the resource is missing; they run where it exists.
     Under pytest-xdist, every test gets its scheduling group (``--dist loadgroup``)."""
     for item in items:
         if item.get_closest_marker("xdist_group") is None:
             item.add_marker(pytest.mark.xdist_group(_xdist_group(item)))
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        _slow_groups_first(items)
     have_gpu = False
     try:
         import torch
@@ -75,29 +115,59 @@ def _private_compile_cache(tmp_path_factory):
         os.environ["ARBOR_COMPILE_CACHE"] = old
 
 
+class _RunLock:
+    """A readers-writer lock on a file of this test run (pytest-xdist's run id names it), shared by
+    every worker: every other test holds it shared, a ``timing`` test exclusively.
+
+    The turnstile (a second lock taken briefly by readers, held by a waiting writer) keeps a stream
+    of short tests on the other worker from starving the timing test. A worker holds at most one
+    mode at a time: a module held exclusively for its whole run (its module-scoped fixtures
+    measure too) makes its tests' own requests no-ops."""
+
+    def __init__(self) -> None:
+        self.mode: str | None = None
+
+    @contextlib.contextmanager
+    def hold(self, exclusive: bool):
+        uid = os.environ.get("PYTEST_XDIST_TESTRUNUID")
+        if not uid or self.mode == "exclusive" or (self.mode == "shared" and not exclusive):
+            yield
+            return
+        base = Path(tempfile.gettempdir()) / f"arbor-pytest-{uid}"
+        with open(f"{base}.turnstile", "a+") as turnstile, open(f"{base}.lock", "a+") as lock:
+            fcntl.flock(turnstile, fcntl.LOCK_EX)
+            if exclusive:
+                fcntl.flock(lock, fcntl.LOCK_EX)
+                fcntl.flock(turnstile, fcntl.LOCK_UN)
+            else:
+                fcntl.flock(turnstile, fcntl.LOCK_UN)
+                fcntl.flock(lock, fcntl.LOCK_SH)
+            self.mode = "exclusive" if exclusive else "shared"
+            try:
+                yield
+            finally:
+                self.mode = None
+                fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+_RUN_LOCK = _RunLock()
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _timing_module_alone(request):
+    """A module marked ``timing`` as a whole (``pytestmark``) runs alone from its first fixture to
+    its last teardown: a module-scoped fixture that measures (the reward-hack corpus's verdicts,
+    a campaign the tests then read) is set up before any test's own lock is taken. Autouse
+    fixtures come first within their scope, so this lock is held before the module's others."""
+    alone = request.node.get_closest_marker("timing") is not None
+    with _RUN_LOCK.hold(exclusive=True) if alone else contextlib.nullcontext():
+        yield
+
+
 @pytest.fixture(autouse=True)
 def _timing_alone(request):
     """A test marked ``timing`` asserts on how fast something ran (a noise floor, a measured
-    ratio, a budget that must hold): under pytest-xdist it runs with no other test beside it.
-
-    A readers-writer lock on a file of this test run: every other test holds it shared, a timing
-    test exclusively. The turnstile (a second lock taken briefly by readers, held by a waiting
-    writer) keeps a stream of short tests on the other worker from starving the timing test."""
-    uid = os.environ.get("PYTEST_XDIST_TESTRUNUID")
-    if not uid:
+    ratio, a budget that must hold): under pytest-xdist it runs with no other test beside it
+    (``_RunLock``); every other test runs beside at most one other."""
+    with _RUN_LOCK.hold(exclusive=request.node.get_closest_marker("timing") is not None):
         yield
-        return
-    base = Path("/tmp") / f"arbor-pytest-{uid}"
-    exclusive = request.node.get_closest_marker("timing") is not None
-    with open(f"{base}.turnstile", "a+") as turnstile, open(f"{base}.lock", "a+") as lock:
-        fcntl.flock(turnstile, fcntl.LOCK_EX)
-        if exclusive:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            fcntl.flock(turnstile, fcntl.LOCK_UN)
-        else:
-            fcntl.flock(turnstile, fcntl.LOCK_UN)
-            fcntl.flock(lock, fcntl.LOCK_SH)
-        try:
-            yield
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)

@@ -9,6 +9,12 @@ import pytest
 
 from .corpus import failed_gate, judge_all, load
 
+# timing, as a whole module: the verdicts are read from measurements (the honest gains, a timer
+# hack's inflated speedup read as hack_suspected), and beside another worker's build on 2 cores a
+# red-team timer hack read no_gain instead (2026-12-02); the module's fixtures measure, so the
+# module holds the run alone from its first fixture on (tests/conftest.py)
+pytestmark = pytest.mark.timing
+
 HOSTILE = load("hostile")
 HONEST = load("honest")
 GPU = load("gpu")
