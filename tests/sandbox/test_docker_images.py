@@ -70,7 +70,7 @@ def test_no_engine_is_one_line_with_the_fix():
 
 
 def test_spec_sandbox_section_maps_to_runner_options(tmp_path):
-    from arbor.campaign.sandbox_setup import runner_options
+    from arbor.spec_runners import runner_options
     from arbor.spec import SpecError, parse_spec
 
     (tmp_path / "p.py").write_text("x = 1\n")
