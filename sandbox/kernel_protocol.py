@@ -20,6 +20,7 @@ from arbor.sandbox import vec_isa
 from arbor.sandbox.compile_cache import (ARCHIVE_IN, ARCHIVE_OUT, CompileCache, default_cache, lookup,
                                          uses_compiler, uses_dynamo)
 from arbor.sandbox.gpu import check_identity
+from arbor.sandbox.harness.request import MeasureRequest, write_batch
 from arbor.sandbox.request_peaks import check_peaks, keep_peaks, with_peaks
 from arbor.sandbox.runner import Job, JobResult, PythonEntry, Runner
 
@@ -30,7 +31,8 @@ HARNESS_PATH = Path(__file__).parent / "harness" / "kernel_harness.py"
 # Shipped beside the harness and loaded by path in the child (never imported from Arbor there).
 HARNESS_MODULES = ("kernel_checks.py", "integrity.py", "process_state.py", "registries.py", "liveness.py",
                    "placement.py", "timing.py", "calibration.py", "clock_watch.py", "cost.py", "op_math.py",
-                   "fingerprint.py", "correctness.py", "batch.py", "allocator.py", "compile_cache.py", "compiler_warm.py")
+                   "fingerprint.py", "correctness.py", "batch.py", "allocator.py", "compile_cache.py", "compiler_warm.py",
+                   "request.py")
 # a runner may start the harness warm (forked from a worker that imported torch once); a job whose
 # candidate (or problem) compiles with torch.compile asks for Dynamo and Inductor imported too
 HARNESS_ENTRY = PythonEntry("kernel_harness.py", HARNESS_MODULES)
@@ -127,19 +129,20 @@ def _tail(text: str, limit: int = _TEXT_LIMIT) -> str:
     return text if len(text) <= limit else "..." + text[-(limit - 3):]
 
 
-def _request_json(req: KernelRequest, nonce: str, cache_key: str | None = None, shipped: bool = False,
-                  isa: dict | None = None) -> str:
+def wire_request(req: KernelRequest, nonce: str, cache_key: str | None = None, shipped: bool = False,
+                 isa: dict | None = None) -> MeasureRequest:
+    """The request as the harness reads it (``harness/request.py``): every field written, so the
+    harness parses it strictly."""
     body = {k: v for k, v in asdict(req).items()
             if k not in ("problem_source", "candidate_source", "reuse_compiled")}
     if req.extra_time_s is None:
         body["extra_time_s"] = 2 * req.time_budget_s
-    body.update(problem_file="problem.py", candidate_file="candidate.py", nonce=nonce,
-                measure_peak=req.peak is None and not req.device.startswith("cuda"),
-                measure_sol_peak=req.sol_peak is None)
-    if cache_key:
-        body["compile_cache"] = {"key": cache_key, "in": ARCHIVE_IN if shipped else None, "out": ARCHIVE_OUT,
-                                 **(isa or {})}
-    return json.dumps(body)
+    cache = {"key": cache_key, "in": ARCHIVE_IN if shipped else None, "out": ARCHIVE_OUT, **(isa or {})} \
+        if cache_key else None
+    return MeasureRequest(**body, problem_file="problem.py", candidate_file="candidate.py", nonce=nonce,
+                          measure_peak=req.peak is None and not req.device.startswith("cuda"),
+                          measure_sol_peak=req.sol_peak is None, compile_cache=cache, inductor=None,
+                          timing_pool_bytes=None)
 
 
 def build_job(req: KernelRequest, nonce: str, cache_key: str | None = None, archive: bytes | None = None,
@@ -161,7 +164,7 @@ def build_job(req: KernelRequest, nonce: str, cache_key: str | None = None, arch
                for name in HARNESS_MODULES},
             "problem.py": req.problem_source,
             "candidate.py": req.candidate_source,
-            "request.json": _request_json(req, nonce, cache_key, archive is not None, isa),
+            "request.json": wire_request(req, nonce, cache_key, archive is not None, isa).to_json(),
             **({ARCHIVE_IN: archive} if cache_key and archive else {}),
         },
         timeout_s=req.timeout_s,
@@ -373,14 +376,14 @@ def measure_kernels(runner: Runner, reqs: list[KernelRequest]) -> list[KernelMea
         jobs = [build_job(r, n) for _, r, n in todo]
         files = {k: v for k, v in jobs[0].files.items() if k not in ("problem.py", "candidate.py", "request.json")}
         entries = []
-        for k, ((_, r, nonce), job) in enumerate(zip(todo, jobs)):
+        for k, (_, r, nonce) in enumerate(todo):
             files[f"problem-{k}.py"], files[f"candidate-{k}.py"] = r.problem_source, r.candidate_source
-            body = json.loads(job.files["request.json"])
-            if uses_compiler(r.candidate_source) and not uses_compiler(r.problem_source):
-                # no cache between jobs, the per-process costs skipped all the same (compile_cache.settle)
-                body["inductor"] = vec_isa.hint(runner, r.device)
-            entries.append({**body, "problem_file": f"problem-{k}.py", "candidate_file": f"candidate-{k}.py"})
-        files["request.json"] = json.dumps({"batch": entries})
+            # no cache between jobs, the per-process costs skipped all the same (compile_cache.settle)
+            hint = vec_isa.hint(runner, r.device) if uses_compiler(r.candidate_source) and \
+                not uses_compiler(r.problem_source) else None
+            entries.append(replace(wire_request(r, nonce), inductor=hint, problem_file=f"problem-{k}.py",
+                                   candidate_file=f"candidate-{k}.py"))
+        files["request.json"] = write_batch(entries)
         limits = [j.memory_bytes for j in jobs]
         batch = Job(argv=jobs[0].argv, files=files, timeout_s=sum(r.timeout_s for _, r, _ in todo) + 30,
                     collect=[f"{p}-{k}.{e}" for k in range(len(todo))

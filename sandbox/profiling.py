@@ -27,12 +27,13 @@ from pathlib import Path
 
 from .gpu.devices import bandwidth_at, flops_at, within_peak
 from .harness.op_math import transcendental_seconds
+from .harness.request import ProfileRequest
 from .compile_cache import ARCHIVE_IN, ARCHIVE_OUT, default_cache, lookup
 from .kernel_protocol import KernelRequest
 from .runner import Job, PythonEntry, Runner
 
 PROFILE_HARNESS = Path(__file__).parent / "harness" / "profile_harness.py"
-_SHIPPED = ("kernel_checks.py", "allocator.py", "cost.py", "op_math.py", "compile_cache.py")  # cost.py loads op_math.py
+_SHIPPED = ("kernel_checks.py", "allocator.py", "cost.py", "op_math.py", "compile_cache.py", "request.py")  # cost.py loads op_math.py
 # a runner may start it warm (forked from a worker that imported torch and its profiler once)
 PROFILE_ENTRY = PythonEntry("profile_harness.py", _SHIPPED)
 TOP = 12
@@ -77,16 +78,15 @@ def profile_job(req: KernelRequest, nonce: str, iters: int = 10, budget_s: float
     ``archive``: sandbox/compile_cache.py) travels in, so the profile loads what they compiled
     instead of compiling again (15 s a profile on the quickstart, once per new best); the job
     sends nothing back to the cache: only measurements fill it."""
-    body = {"problem_file": "problem.py", "candidate_file": "candidate.py", "sizes": req.sizes,
-            "size_scale": req.size_scale, "dtype": req.dtype, "device": req.device,
-            "num_threads": req.num_threads, "iters": iters, "budget_s": budget_s, "nonce": nonce}
-    if cache_key and archive:
-        body["compile_cache"] = {"key": cache_key, "in": ARCHIVE_IN, "out": ARCHIVE_OUT}  # out: never collected
+    cache = {"key": cache_key, "in": ARCHIVE_IN, "out": ARCHIVE_OUT} if cache_key and archive else None  # out: never collected
+    body = ProfileRequest(problem_file="problem.py", candidate_file="candidate.py", nonce=nonce, sizes=req.sizes,
+                          size_scale=req.size_scale, dtype=req.dtype, device=req.device, num_threads=req.num_threads,
+                          iters=iters, budget_s=budget_s, compile_cache=cache)
     shipped = {n: PROFILE_HARNESS.with_name(n).read_text(encoding="utf-8") for n in _SHIPPED}
     return Job(argv=[sys.executable, "-I", "-B", "profile_harness.py", "request.json"],
                files={"profile_harness.py": PROFILE_HARNESS.read_text(encoding="utf-8"), **shipped,
                       "problem.py": req.problem_source, "candidate.py": req.candidate_source,
-                      "request.json": json.dumps(body), **({ARCHIVE_IN: archive} if cache_key and archive else {})},
+                      "request.json": body.to_json(), **({ARCHIVE_IN: archive} if cache_key and archive else {})},
                timeout_s=req.timeout_s, collect=["profile.json"],
                memory_bytes=None if req.device.startswith("cuda") else req.memory_bytes, entry=PROFILE_ENTRY)
 

@@ -11,7 +11,7 @@ archive the candidate's previous measurement left, and packing it up again at th
 later measurement of the *same* candidate load instead of compile.
 
 Jobs carry files, never host paths (a container has no mounts), so the folder travels as one zip
-file: ``request["compile_cache"] = {"in": name or None, "out": name, "key": digest}``. The host
+file: ``request.compile_cache = {"in": name or None, "out": name, "key": digest}``. The host
 decides which archive a job gets (the candidate's own key: ``sandbox/compile_cache.py``) and keeps
 what comes back under that key only, so whatever a candidate writes into its cache is read by
 nobody but its own later measurements (docs/integrity.md#compile-cache).
@@ -132,10 +132,9 @@ def _skip_per_process_work(spec: dict) -> bool:
     return False
 
 
-def settle(req: dict) -> None:
+def settle(spec: dict | None) -> None:
     """A measurement with no cache between jobs (a batch's forked child, ``batch.py``) still skips
-    the per-process work a cached job skips (``req["inductor"]``)."""
-    spec = req.get("inductor")
+    the per-process work a cached job skips (``spec``: its request's ``inductor``)."""
     if isinstance(spec, dict):
         _skip_per_process_work(spec)
 
@@ -153,19 +152,19 @@ class JobCache:
         self.spec = spec
 
     @classmethod
-    def open(cls, req: dict, workdir: str = ".") -> "JobCache | None":
-        spec = req.get("compile_cache")
+    def open(cls, spec: dict | None, workdir: str = ".") -> "JobCache | None":
+        """``spec``: the request's ``compile_cache``."""
         return cls(spec, workdir) if isinstance(spec, dict) and spec.get("out") else None
 
     @classmethod
-    def start(cls, req: dict, workdir: str = ".") -> "JobCache | None":
+    def start(cls, req, workdir: str = ".") -> "JobCache | None":  # type: ignore[no-untyped-def]
         """The job's cache opened, activated and probed (``activate``, ``before_candidate``), or
         None: call after torch is imported and before the candidate, which is what first imports
-        Inductor and Triton (they read their folders then)."""
-        cache = cls.open(req, workdir)
+        Inductor and Triton (they read their folders then). ``req``: its request (request.py)."""
+        cache = cls.open(req.compile_cache, workdir)
         if cache is not None:
-            cache.activate(extensions=_builds_extensions(os.path.join(workdir, str(req.get("candidate_file") or ""))))
-            cache.before_candidate(str(req.get("device") or "cpu"))
+            cache.activate(extensions=_builds_extensions(os.path.join(workdir, str(req.candidate_file or ""))))
+            cache.before_candidate(str(req.device or "cpu"))
         return cache
 
     def activate(self, extensions: bool = True) -> None:
