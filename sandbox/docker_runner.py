@@ -34,7 +34,7 @@ import time
 from docker.utils.socket import frames_iter
 
 from .docker_scripts import BOOT, FINISH, MAX_COLLECT, REAPER, split_status
-from .gpu import check_device, device_uuid
+from .gpu import device_uuid, require_device
 from .images import ImagePlan, ensure_image, resolve_image
 from .jobio import TailBuffer, safe_relpath, scrubbed_env
 from .proctree import pid_alive
@@ -132,21 +132,8 @@ class DockerRunner(Runner):
                                 "starting a GPU container will fail — install it or use sandbox.kind: local")
         self.device_probe = None  # a tiny device job in the warm container (sandbox.gpu.DeviceProbe)
         if device_check and device.startswith("cuda"):
-            self._check_device()
-
-    def _check_device(self) -> None:
-        """Before the first measurement: the GPU starts in the container, or the runner stops
-        here with the reason and the fix (the NVIDIA container toolkit) — never a campaign whose
-        every measurement fails with a driver error."""
-        try:
-            probe = check_device(self, self.device)
-        except BaseException:
-            self.close()
-            raise
-        self.device_probe = probe
-        if probe.stop:
-            self.close()
-            raise SandboxError(probe.stop)
+            # the GPU must start in the container (the NVIDIA container toolkit), or this stops here
+            self.device_probe = require_device(self, self.device)
 
     # ------------------------------------------------------------------ container lifecycle
     def _device_requests(self) -> list:

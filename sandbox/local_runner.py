@@ -139,20 +139,9 @@ class LocalRunner(Runner):
                                 "does not bind root, a fork bomb is only stopped by the time limit")
         self.device_probe = None  # the probe's findings (sandbox.gpu.DeviceProbe) for a GPU device
         if device_check and device.startswith("cuda"):  # ROCm torch calls its GPUs cuda too
-            self._check_device()
+            from .gpu import require_device  # here only: the device probe builds a LocalRunner
 
-    def _check_device(self) -> None:
-        from .gpu import check_device
-
-        try:
-            probe = check_device(self, self.device)
-        except BaseException:
-            self.close()
-            raise
-        self.device_probe = probe
-        if probe.stop:
-            self.close()
-            raise SandboxError(probe.stop)
+            self.device_probe = require_device(self, self.device)
 
     def adopt_plan(self, plan: isolation.IsolationPlan, notice: str | None = None) -> None:
         """Run every later job under ``plan`` (the device probe's choice), saying so in ``notice``."""

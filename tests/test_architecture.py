@@ -353,11 +353,8 @@ def test_no_module_level_import_cycle(project):
 
 
 # Circles closed only by a lazy import, each with why it stays: a new one fails the test below.
-LAZY_CYCLES_OK = {
-    # the probe's command line (python -m arbor.sandbox.gpu.probe) builds a local runner, and the
-    # runner runs the probe before its first GPU job
-    frozenset({"arbor.sandbox.gpu", "arbor.sandbox.gpu.probe", "arbor.sandbox.local_runner"}),
-}
+# None is left: the GPU probe's command line builds its runner through the factory, by name.
+LAZY_CYCLES_OK: set[frozenset[str]] = set()
 
 
 def test_no_import_cycle_through_lazy_imports_either(project):

@@ -45,10 +45,10 @@ from typing import Callable, Protocol, runtime_checkable
 
 from ..isolation import LAYERS, IsolationPlan, KernelSupport
 from ..jobio import scrubbed_env
-from ..runner import Job, JobResult, SandboxError
+from ..runner import Job, JobResult, SandboxError, make_runner
 from .probe_cache import ProbeCache, probe_key
 
-__all__ = ["DEVICE_JOB", "DeviceProbe", "Attempt", "decide", "check_device", "check_local", "check_container",
+__all__ = ["DEVICE_JOB", "DeviceProbe", "Attempt", "decide", "check_device", "require_device", "check_local", "check_container",
            "device_job", "job_outcome", "ProbeCache", "probe_key"]
 
 OK_MARK = "ARBOR_DEVICE_OK"
@@ -398,6 +398,21 @@ def check_device(runner, device: str, **kw) -> DeviceProbe:  # type: ignore[no-u
     return check_container(runner, device, **kw)
 
 
+def require_device(runner, device: str) -> DeviceProbe:  # type: ignore[no-untyped-def]
+    """A runner's check before its first measurement: the device starts inside it, or the runner
+    is closed and stops here with the reason and the fix (``SandboxError``, one line) — never a
+    campaign whose every measurement fails with a driver error. Returns the probe's findings."""
+    try:
+        probe = check_device(runner, device)
+    except BaseException:
+        runner.close()
+        raise
+    if probe.stop:
+        runner.close()
+        raise SandboxError(probe.stop)
+    return probe
+
+
 # ------------------------------------------------------------------------------------ command line
 def main(argv: list[str] | None = None) -> int:
     """``python -m arbor.sandbox.gpu.probe``: every attempt as a JSON line, then the choice.
@@ -412,9 +427,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--filesystem", default="isolate", choices=("isolate", "host"))
     ap.add_argument("--timeout", type=float, default=TIMEOUT_S)
     args = ap.parse_args(argv)
-    from ..local_runner import LocalRunner  # here only: the runner imports this package
-
-    with LocalRunner(network=args.network, filesystem=args.filesystem, device_check=False) as runner:
+    # by name through the factory: the local runner runs this probe before its first GPU job
+    with make_runner("local", network=args.network, filesystem=args.filesystem, device_check=False) as runner:
         print(json.dumps({"kernel": asdict(runner.kernel), "full": runner.full_plan.to_dict(),
                           "notices": runner.notices}), flush=True)
         probe = check_local(runner, args.device, exhaustive=True, timeout_s=args.timeout,
