@@ -33,7 +33,7 @@ _UNPINNED = 'answer = "not pinned (benchmark control)"\n\n\ndef pin():\n    retu
 
 def _measure(adapter, runner, source: str, mode: str, path: str):  # type: ignore[no-untyped-def]
     """One measurement of ``source``; ``mode`` system ships the allocator module that changes nothing."""
-    import arbor.sandbox.kernel_protocol as kp
+    import arbor.sandbox.kernel.protocol as kp
 
     original = kp.build_job
 

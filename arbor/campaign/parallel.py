@@ -35,6 +35,7 @@ from .context import Context
 from .measurer import Flight, Measurer
 from .profiling import profiling_on
 from .purposes import next_purpose, reference_drifted
+from .parallel_steps import measure, measure_task, reprobe_then, verify_measure
 from .serial import SerialMeasurer
 
 SPECULATE = True  # expand a new best while its confirmation runs (see Parallel.judged)
@@ -42,21 +43,6 @@ EXPAND_IN_FLIGHT = True  # expand nodes before their first verdict, discounted (
 EARLY_START = True  # measure the baseline's children while it is measured (Parallel.early_start)
 VERIFY_AHEAD = True  # idle workers in the drain take the best's final measurements (verify.verify_ahead)
 DIVERSE_PICKS = True  # the believed best keeps half the workers on its children (Parallel.focus_row)
-
-
-def measure_task(ctx: Context, source: str):
-    """What a worker runs: the target adapter decides (a replay draws here, in this process)."""
-    return ctx.target.worker_task(source)
-
-
-def reprobe_then(reference_task, task, runner) -> dict:  # type: ignore[no-untyped-def]
-    """The baseline measured again in a fresh sandbox, then the candidate, on one worker: the
-    serial loop's order before a re-measurement the ``reference`` gate asked for
-    (``steps.reprobe_reference``). Module-level, so Ray can ship it."""
-    reference = reference_task(runner)
-    result = task(runner)
-    return {"reference": reference, "result": result,
-            "duration_s": float(reference.get("duration_s") or 0.0) + float(result.get("duration_s") or 0.0)}
 
 
 def open_executor(ctx: Context) -> Executor | None:
@@ -365,7 +351,7 @@ class Parallel(Measurer):
         return f.node_id
 
     def measure(self, state: dict) -> dict:
-        return measure(self.ctx, state)
+        return measure(self, state)
 
     def ahead_s(self, expected: dict[str, float]) -> float:
         """A dispatch's chain and what is in flight, or the final verification, whichever is longer."""
@@ -378,12 +364,12 @@ class Parallel(Measurer):
         return n  # each on its own worker
 
     def finals(self, nodes: list, jobs: list[tuple[int, int]]) -> dict[tuple[int, int], dict]:
-        return verify_measure(self.ctx, jobs)
+        return verify_measure(self, jobs)
 
     def reprobe(self) -> bool:
         ctx = self.ctx
         return measure_one.reprobe_reference(
-            ctx, lambda root, attempt: verify_measure(ctx, [(root.id, attempt)], report=False).get((root.id, attempt)))
+            ctx, lambda root, attempt: verify_measure(self, [(root.id, attempt)], report=False).get((root.id, attempt)))
 
     def verify_ahead(self, best, wanted: int) -> int:  # type: ignore[no-untyped-def]
         """Free workers take ``best``'s missing final measurements (``verify.verify_ahead``)."""
@@ -399,50 +385,3 @@ class Parallel(Measurer):
         self._stop.set()
         self._beat.join(timeout=5)
         self.executor.close(wait=wait)
-
-
-def measure(ctx: Context, state: dict) -> dict:
-    """Submit every queued node of this step; wait only when no worker is free or nothing new was
-    submitted (so the loop never spins); return the nodes whose measurement just ended."""
-    par: Parallel = ctx.measurer  # type: ignore[assignment]
-    submitted = 0
-    for nid in state.get("node_ids", []):
-        if nid in par.flights or ctx.store.get_node(nid).state != "queued":
-            continue
-        if par.executor.free_slots() <= 0:
-            break  # stays queued: select hands it back once a worker frees up
-        if nid in par.deferred or par.defer_for_time(nid):
-            continue  # would end after max_wall_s: left queued for a later run
-        par.submit(nid)
-        submitted += 1
-    # measured nodes a dead run left go on to the Critic; queued ones that found no free worker
-    # bring the graph back here (critique → measure), which then waits for a worker
-    ids = [nid for nid in state.get("node_ids", []) if nid not in par.flights and nid not in par.deferred]
-    ready = any(ctx.store.get_node(nid).state == "measured" for nid in ids)  # the Critic need not wait
-    if par.flights and not ready and (par.executor.free_slots() <= 0 or submitted == 0):
-        for done in par.executor.collect():
-            nid = par.record(done)
-            if nid is not None and nid not in ids:
-                ids.append(nid)
-    return {"node_ids": ids}
-
-
-def verify_measure(ctx: Context, jobs: list[tuple[int, int]], report: bool = True) -> dict[tuple[int, int], dict]:
-    """Final verification's measurements — (node id, attempt) pairs — on every worker at once
-    (``report``: False when the caller names the measurement itself, a baseline probe)."""
-    par: Parallel = ctx.measurer  # type: ignore[assignment]
-    tasks = []
-    for nid, attempt in jobs:
-        node = ctx.store.get_node(nid)
-        if report:
-            ctx.report("measuring", {"node": node, "attempt": attempt, "purpose": "final"})
-        tasks.append(((nid, attempt), measure_task(ctx, ctx.source(node.artifact_sha))))
-    out: dict[tuple[int, int], dict] = {}
-    for _ in range(2):  # a lost worker's task runs once more; lost twice, it is left out
-        for done in par.executor.map(tasks):
-            if done.exception is not None:
-                raise done.exception
-            if done.lost is None:
-                out[done.key] = done.result
-        tasks = [(k, t) for k, t in tasks if k not in out]
-    return out

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from arbor.sandbox.proctree import pid_alive
+from arbor.sandbox.runners.proctree import pid_alive
 from arbor.search_tree import open_store
 from arbor.search_tree.sql.errors import first_line
 from arbor.search_tree.store import CampaignBusy, Store

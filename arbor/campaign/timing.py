@@ -27,7 +27,7 @@ import statistics
 import time
 from collections import defaultdict
 
-from arbor.sandbox.compile_cache import uses_compiler, uses_extension
+from arbor.sandbox.kernel.compile_store import uses_compiler, uses_extension
 
 from .context import Context
 from .final_count import counted

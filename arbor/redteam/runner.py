@@ -107,7 +107,7 @@ class _Prefetched(KernelAdapter):
 def _prefetch(target: _Prefetched, sources: list[str], workers: int, batch: int,
               done: Callable[[int], None]) -> None:
     from arbor.spec_runners import runner_for
-    from arbor.sandbox.kernel_protocol import measure_kernels
+    from arbor.sandbox.kernel.protocol import measure_kernels
 
     spec = target.spec
     chunks = [sources[i:i + batch] for i in range(0, len(sources), batch)]

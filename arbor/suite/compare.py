@@ -11,7 +11,7 @@ import statistics
 
 from arbor.agents.transforms import apply_move, to_modelnew
 from arbor.spec_runners import runner_for
-from arbor.sandbox.kernel_protocol import measure_kernels
+from arbor.sandbox.kernel.protocol import measure_kernels
 
 from ..spec import CampaignSpec
 from ..targets import make_adapter

@@ -28,7 +28,7 @@ from typing import Callable
 from arbor.agents.skills import MoveSpec
 from arbor.agents.transforms import apply_move
 from arbor.agents.transforms.template import knob_values
-from arbor.sandbox.problem import ProblemError
+from arbor.sandbox.kernel.problem import ProblemError
 from arbor.spec_runners import runner_for
 from arbor.spec import CampaignSpec
 

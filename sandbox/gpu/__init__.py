@@ -28,7 +28,8 @@ from .devices import (ABOVE_PEAK_TOLERANCE, allowed_cores, bandwidth_at, cached_
                       gpu_peak, mark_cpu_peak_stale, merge_peaks, min_time_s, peak_for, sol_rates, speed_of_light,
                       store_cpu_peak, store_gpu_peak, within_peak)
 from .identity import check_identity, device_uuid
-from .probe import DEVICE_JOB, DeviceProbe, check_device, require_device
+from .device_check import check_device, require_device
+from .probe import DEVICE_JOB, DeviceProbe
 from .probe_cache import ProbeCache
 from .state import ClockError, GpuState, decode_throttle
 

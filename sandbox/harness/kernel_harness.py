@@ -13,7 +13,7 @@ result.json is rewritten at every phase boundary, so a killed run still says how
 
 Its start-up (allocator, torch, helpers) is ``warm()``; ``main(argv)`` runs it first. The local
 runner usually calls ``main`` in a child forked from a worker that already ran ``warm()`` once
-(sandbox/warm_worker.py): then the child starts measuring at once. ``phase_times`` says where each
+(sandbox/runners/warm_worker.py): then the child starts measuring at once. ``phase_times`` says where each
 measurement's time went.
 """
 
@@ -429,7 +429,7 @@ def measure(req, result_path: str, torch, started: float, warm_s: dict,  # type:
 def warm() -> dict:
     """Everything main() does before it reads a request, once per process: pin the host allocator
     (before torch), import torch, load the helper modules (and what they load lazily). Returns what
-    this call cost ({} when already done). A warm worker (sandbox/warm_worker.py) calls it once and
+    this call cost ({} when already done). A warm worker (sandbox/runners/warm_worker.py) calls it once and
     forks a child per measurement, which then finds nothing left to do here. Runs no tensor op:
     a forked child must be able to start its own OpenMP pool and device context."""
     global checks, integrity, timing, cost, fpr, correctness, calibration, clock_watch, compile_cache, placement

@@ -99,7 +99,7 @@ _WARM: dict = {}
 
 def warm() -> None:
     """What every profile needs before it reads its request, once per process: the allocator
-    pinned, torch and its autograd profiler imported. A warm worker (sandbox/warm_worker.py) calls
+    pinned, torch and its autograd profiler imported. A warm worker (sandbox/runners/warm_worker.py) calls
     it once and forks a child per profile. No tensor op, no profiler session: no thread is left."""
     if _WARM:
         return

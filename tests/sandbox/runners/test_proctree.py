@@ -6,7 +6,7 @@ import subprocess
 import sys
 import time
 
-from arbor.sandbox.proctree import pid_alive
+from arbor.sandbox.runners.proctree import pid_alive
 
 
 def test_running_process_is_alive():

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from arbor.sandbox.problem import ProblemError, load_problem
+from arbor.sandbox.kernel.problem import ProblemError, load_problem
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).parents[1] / "data"
 
 
 def _write(tmp_path: Path, source: str) -> Path:

@@ -13,9 +13,9 @@ import textwrap
 
 import pytest
 
-from arbor.sandbox import isolation, seccomp
-from arbor.sandbox.isolation import FS_ISOLATE, FS_WRITES, IsolationPlan, KernelSupport, plan_for, plan_notices
-from arbor.sandbox.local_runner import LocalRunner
+from arbor.sandbox.runners import isolation, seccomp
+from arbor.sandbox.runners.isolation import FS_ISOLATE, FS_WRITES, IsolationPlan, KernelSupport, plan_for, plan_notices
+from arbor.sandbox.runners.local import LocalRunner
 from arbor.sandbox.runner import Job
 
 PY = sys.executable

@@ -1,4 +1,4 @@
-"""The host's vector-ISA verdict (sandbox/vec_isa.py): probed once per machine and torch, kept on
+"""The host's vector-ISA verdict (sandbox/kernel/vec_isa.py): probed once per machine and torch, kept on
 disk under the environment it holds for, passed to CPU compile jobs of that environment only, and
 never taken from a job."""
 
@@ -11,7 +11,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from arbor.sandbox import vec_isa
+from arbor.sandbox.kernel import vec_isa
 from arbor.sandbox.harness import compile_cache as job_cache
 
 LOCAL = SimpleNamespace(name="local")  # a runner whose jobs run the host's torch and compiler
@@ -104,10 +104,10 @@ class _Recording:
 def test_only_jobs_with_the_hosts_torch_and_compiler_are_told(facts, tmp_path):
     """The local runner's jobs run the host's Python, torch and compiler; a container's may carry
     the same versions and another compiler, so Docker jobs probe themselves."""
-    from arbor.sandbox.compile_cache import CompileCache
-    from arbor.sandbox.kernel_protocol import KernelRequest, measure_kernel
+    from arbor.sandbox.kernel.compile_store import CompileCache
+    from arbor.sandbox.kernel.protocol import KernelRequest, measure_kernel
 
-    data = Path(__file__).parent / "data"
+    data = Path(__file__).parents[1] / "data"
     compiled = (data / "gelu_candidate.py").read_text() + "\n# torch.compile\n"
     req = KernelRequest(problem_source=(data / "gelu_problem.py").read_text(), candidate_source=compiled)
     told = {}
@@ -123,10 +123,10 @@ def test_a_batch_child_that_compiles_skips_the_per_process_costs_and_keeps_them_
     """``measure_kernels`` (the suite's compare job: eager, compile and best in one harness job)
     has no cache between jobs; its compiling child still gets the precompiled header off and the
     host's ISA verdict, set in that forked child only — its eager sibling sees neither."""
-    from arbor.sandbox.kernel_protocol import KernelRequest, measure_kernels
-    from arbor.sandbox.local_runner import LocalRunner
+    from arbor.sandbox.kernel.protocol import KernelRequest, measure_kernels
+    from arbor.sandbox.runners.local import LocalRunner
 
-    data = Path(__file__).parent / "data"
+    data = Path(__file__).parents[1] / "data"
     problem, good = (data / "gelu_problem.py").read_text(), (data / "gelu_candidate.py").read_text()
 
     def expecting(isa: str | None, pch: str | None, note: str) -> str:

@@ -34,7 +34,7 @@ import re
 import sys
 import threading
 from pathlib import Path
-from .cache_dir import arbor_cache_dir
+from ..cache_dir import arbor_cache_dir
 
 __all__ = ["CompileCache", "cache_key", "uses_compiler", "uses_dynamo", "uses_extension", "default_cache", "ARCHIVE_IN", "ARCHIVE_OUT"]
 

@@ -34,11 +34,11 @@ import time
 from docker.utils.socket import frames_iter
 
 from .docker_scripts import BOOT, FINISH, MAX_COLLECT, REAPER, split_status
-from .gpu import device_uuid, require_device
+from ..gpu import device_uuid, require_device
 from .images import ImagePlan, ensure_image, resolve_image
 from .jobio import TailBuffer, safe_relpath, scrubbed_env
 from .proctree import pid_alive
-from .runner import Job, JobResult, Runner, SandboxError
+from ..runner import Job, JobResult, Runner, SandboxError
 
 __all__ = ["DockerRunner", "connect", "remove_orphans", "gpu_support", "LABEL"]
 

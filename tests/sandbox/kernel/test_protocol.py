@@ -7,15 +7,15 @@ from pathlib import Path
 
 import pytest
 
-from arbor.sandbox.kernel_protocol import (
+from arbor.sandbox.kernel.protocol import (
     KernelMeasurement,
     KernelRequest,
     build_job,
     measure_kernel,
 )
-from arbor.sandbox.local_runner import LocalRunner
+from arbor.sandbox.runners.local import LocalRunner
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).parents[1] / "data"
 PROBLEM = (DATA / "gelu_problem.py").read_text()
 GOOD = (DATA / "gelu_candidate.py").read_text()
 FAST = dict(time_budget_s=0.3, warmup_s=0.05, min_repeats=5, num_threads=1, timeout_s=60)
@@ -178,7 +178,7 @@ def test_job_is_self_contained():
 def test_batch_measures_each_candidate_in_its_own_process():
     """One sandbox job, one torch import, one forked child per candidate: a candidate that patches
     the timer or hangs affects only its own measurement."""
-    from arbor.sandbox.kernel_protocol import measure_kernels
+    from arbor.sandbox.kernel.protocol import measure_kernels
 
     patcher = _candidate("return torch.nn.functional.gelu(x, approximate='tanh')",
                          header="import time\ntime.perf_counter_ns = lambda: 0")
@@ -236,7 +236,7 @@ def test_gpu_requests_are_not_batched():
     requests get a job each, CPU requests still share one."""
     import json
 
-    from arbor.sandbox.kernel_protocol import measure_kernels
+    from arbor.sandbox.kernel.protocol import measure_kernels
 
     peak = {"bytes_per_s": 1e10, "flops_per_s": 1e11, "source": "test"}
     reqs = [KernelRequest(PROBLEM, GOOD, device=d, peak=peak, **FAST) for d in ("cuda", "cpu", "cuda:0", "cpu")]

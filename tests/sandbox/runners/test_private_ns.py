@@ -1,5 +1,5 @@
 """A job's descendants get what CUDA's driver needs: their own /proc entries writable and a
-private /dev/shm — and nothing of another job's or the host's (sandbox/private_ns.py)."""
+private /dev/shm — and nothing of another job's or the host's (sandbox/runners/private_ns.py)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import uuid
 
 import pytest
 
-from arbor.sandbox import isolation, private_ns
-from arbor.sandbox.local_runner import LocalRunner
+from arbor.sandbox.runners import isolation, private_ns
+from arbor.sandbox.runners.local import LocalRunner
 from arbor.sandbox.runner import Job, PythonEntry
 
 from tests.hostile.helpers import leftovers

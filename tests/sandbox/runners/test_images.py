@@ -9,8 +9,8 @@ import tarfile
 
 import pytest
 
-from arbor.sandbox import images
-from arbor.sandbox.images import DOCKERFILES, SANDBOX_UID, resolve_image
+from arbor.sandbox.runners import images
+from arbor.sandbox.runners.images import DOCKERFILES, SANDBOX_UID, resolve_image
 from arbor.sandbox.runner import SandboxError, make_runner
 
 

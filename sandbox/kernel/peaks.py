@@ -12,7 +12,7 @@ from arbor.sandbox.gpu import (ABOVE_PEAK_TOLERANCE, bandwidth_at, cached_cpu_pe
                                mark_cpu_peak_stale, store_cpu_peak, store_gpu_peak)
 
 if TYPE_CHECKING:
-    from arbor.sandbox.kernel_protocol import KernelMeasurement, KernelRequest
+    from arbor.sandbox.kernel.values import KernelMeasurement, KernelRequest
 
 
 def with_peaks(req: KernelRequest) -> KernelRequest:

@@ -10,12 +10,12 @@ import sys
 import textwrap
 import time
 
-from arbor.sandbox.proctree import pid_alive
+from arbor.sandbox.runners.proctree import pid_alive
 
 OWNER = textwrap.dedent("""
     import sys
     from arbor.sandbox.runner import Job
-    from arbor.sandbox.local_runner import LocalRunner
+    from arbor.sandbox.runners.local import LocalRunner
     job = Job(argv=[sys.executable, "-c", '''
     import os, subprocess, sys, time
     p = subprocess.Popen([sys.executable, "-c", "import os, time; os.setsid(); time.sleep(300)"])
@@ -77,8 +77,8 @@ def test_an_owner_that_still_looks_alive_at_eof_is_waited_for_not_taken_for_a_cl
     later — its job must still be killed."""
     from pathlib import Path
 
-    import arbor.sandbox.watchdog as wd
-    from arbor.sandbox.proctree import TOKEN_VAR
+    import arbor.sandbox.runners.watchdog as wd
+    from arbor.sandbox.runners.proctree import TOKEN_VAR
 
     owner = subprocess.Popen(["sleep", "60"])
     job = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"],
@@ -101,7 +101,7 @@ def test_an_owner_that_still_looks_alive_at_eof_is_waited_for_not_taken_for_a_cl
 
 
 def test_a_clean_close_leaves_the_jobs_of_a_live_owner_alone():
-    from arbor.sandbox.watchdog import Watchdog
+    from arbor.sandbox.runners.watchdog import Watchdog
 
     dog = Watchdog()
     dog.start()

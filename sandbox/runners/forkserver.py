@@ -46,7 +46,7 @@ from pathlib import Path
 from . import warm_worker as wire
 from .jobio import rmtree, safe_relpath, scrubbed_env
 from .proctree import WORKER_VAR
-from .runner import Job
+from ..runner import Job
 
 __all__ = ["ForkServer", "WarmPool", "WorkerError", "WorkerRefused", "WorkerLost", "ExtraFailed",
            "WORKER_PREFIX", "warm_argv"]

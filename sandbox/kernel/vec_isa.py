@@ -31,9 +31,9 @@ import tempfile
 import threading
 from pathlib import Path
 
-from .harness import compile_cache as job_cache
-from .cache_dir import arbor_cache_dir
-from .compile_cache import runner_identity
+from ..harness import compile_cache as job_cache
+from ..cache_dir import arbor_cache_dir
+from .compile_store import runner_identity
 
 PROBE_TIMEOUT_S = 300.0  # importing torch and building a probe per ISA, on a loaded machine
 _LOCK = threading.Lock()

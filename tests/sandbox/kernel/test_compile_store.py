@@ -20,15 +20,15 @@ from pathlib import Path
 
 import pytest
 
-from arbor.sandbox import compile_cache as cc
-from arbor.sandbox.kernel_protocol import KernelRequest, measure_kernel
-from arbor.sandbox.local_runner import LocalRunner
+from arbor.sandbox.kernel import compile_store as cc
+from arbor.sandbox.kernel.protocol import KernelRequest, measure_kernel
+from arbor.sandbox.runners.local import LocalRunner
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).parents[1] / "data"
 PROBLEM = (DATA / "gelu_problem.py").read_text()
 GOOD = (DATA / "gelu_candidate.py").read_text()
 FAST = dict(time_budget_s=0.3, warmup_s=0.05, min_repeats=5, num_threads=1, timeout_s=120, seeds=[0, 1, 2])
-HARNESS_CACHE = Path(cc.__file__).parent / "harness" / "compile_cache.py"
+HARNESS_CACHE = Path(cc.__file__).parents[1] / "harness" / "compile_cache.py"
 
 
 def _harness_module():
@@ -196,7 +196,7 @@ def test_cache_travels_between_measurements_of_the_same_candidate_only(tmp_path)
         first = measure_kernel(runner, _req(_counting("A")), cache=store)
         assert first.ok, first.error_text
         assert first.stats["compile"]["cache"] == "miss" and first.stats["compile_cache"]["kept"]
-        # Inductor's vector-ISA verdict came from the host's one probe (sandbox/vec_isa.py: on a
+        # Inductor's vector-ISA verdict came from the host's one probe (sandbox/kernel/vec_isa.py: on a
         # fresh machine its real child ran for this job), not from a probe in this job
         assert first.stats["compile_cache"].get("isa") == "host" and "isa_probe_s" not in first.stats["compile_cache"]
         assert "extensions" not in first.stats["compile_cache"]  # no load_inline: no wrapper, no setuptools import
@@ -220,7 +220,7 @@ def test_cache_travels_between_measurements_of_the_same_candidate_only(tmp_path)
 def test_a_profile_loads_what_the_measurements_compiled_and_writes_nothing_back(tmp_path, monkeypatch):
     """A new best is profiled: with its measurements' archive shipped in, the profile loads instead
     of compiling again (seen on the quickstart: 15-18 s a profile of a compiled best, 4 per run)."""
-    from arbor.sandbox.profiling import profile_job, run_profile
+    from arbor.sandbox.kernel.profile_job import profile_job, run_profile
 
     monkeypatch.setenv("ARBOR_COMPILE_CACHE", str(tmp_path / "cache"))
     store = cc.default_cache()

@@ -15,39 +15,20 @@ from __future__ import annotations
 import os
 import re
 import resource
-import select
 import signal as _signal
 import subprocess
 import tempfile
 import threading
 import time
-from abc import ABC, abstractmethod
 from pathlib import Path
 
 from . import isolation
 from .forkserver import WORKER_PREFIX, ForkServer, WarmPool, WorkerError, WorkerLost, WorkerRefused, warm_argv
 from .jobio import Drain, rmtree, safe_relpath, scrubbed_env
 from .proctree import TOKEN_VAR, ProcessTree, cgroup_available, cleanup_stale, pid_alive
+from .started import Fresh, Started, Warm
 from .watchdog import Watchdog
-from .runner import Job, JobResult, Runner, SandboxError
-
-
-def _wait(proc: subprocess.Popen, timeout: float) -> None:
-    """``proc.wait(timeout)`` without its 50 ms polling: a pidfd wakes us the moment it exits."""
-    try:
-        fd = os.pidfd_open(proc.pid)
-    except (AttributeError, OSError):
-        proc.wait(timeout=timeout)
-        return
-    try:
-        poller = select.poll()
-        poller.register(fd, select.POLLIN)
-        ready = poller.poll(timeout * 1000)
-    finally:
-        os.close(fd)
-    if not ready:
-        raise subprocess.TimeoutExpired(proc.args, timeout)
-    proc.wait()
+from ..runner import Job, JobResult, Runner, SandboxError
 
 
 def _uid_process_count() -> int:
@@ -139,7 +120,7 @@ class LocalRunner(Runner):
                                 "does not bind root, a fork bomb is only stopped by the time limit")
         self.device_probe = None  # the probe's findings (sandbox.gpu.DeviceProbe) for a GPU device
         if device_check and device.startswith("cuda"):  # ROCm torch calls its GPUs cuda too
-            from .gpu import require_device  # here only: the device probe builds a LocalRunner
+            from ..gpu import require_device  # here only: the device probe builds a LocalRunner
 
             self.device_probe = require_device(self, self.device)
 
@@ -287,8 +268,8 @@ class LocalRunner(Runner):
 
     def _fresh(self, job: Job, tree: ProcessTree, child: isolation.ChildIsolation):  # type: ignore[no-untyped-def]
         """Start ``job`` as a fresh process (fork + exec, the set-up in preexec)."""
-        def start(workdir: str, env: dict, out_w: int, err_w: int) -> _Started:
-            return _Fresh(subprocess.Popen(
+        def start(workdir: str, env: dict, out_w: int, err_w: int) -> Started:
+            return Fresh(subprocess.Popen(
                 job.argv, cwd=workdir, env=env, stdin=subprocess.DEVNULL, stdout=out_w, stderr=err_w,
                 start_new_session=True,  # pgid == pid: one group for everything that does not setsid
                 preexec_fn=self._preexec(job, tree, child), close_fds=True,
@@ -302,7 +283,7 @@ class LocalRunner(Runner):
         split = warm_argv(job)
         assert split is not None
 
-        def start(workdir: str, env: dict, out_w: int, err_w: int) -> _Started:
+        def start(workdir: str, env: dict, out_w: int, err_w: int) -> Started:
             request = {
                 "workdir": workdir, "argv": split[1], "env": env, "plan": plan.to_dict(),
                 "read_paths": self.read_paths, "abi": self.kernel.landlock_abi, "rlimits": self._limits(job),
@@ -313,7 +294,7 @@ class LocalRunner(Runner):
                 pid, setup_s = server.spawn(job, request, out_w, err_w)
             except WorkerRefused as exc:  # as a failed preexec: never a job with less isolation
                 raise SandboxError(self._unprepared(plan, exc)) from None
-            return _Warm(server, pid, setup_s)
+            return Warm(server, pid, setup_s)
         return start
 
     def _run_in(self, job: Job, workdir: str, tree: ProcessTree, start, t0: float) -> JobResult:  # type: ignore[no-untyped-def]
@@ -380,61 +361,3 @@ class LocalRunner(Runner):
             stderr_tail=err.text(), outputs=outputs, signal=-rc if rc is not None and rc < 0 else None,
             notes=notes, stdout_bytes=out.total, stderr_bytes=err.total, phase_times=phases,
         )
-
-
-class _Started(ABC):
-    """A started job's first process, however it was started: ``wait`` (True when it ended),
-    ``reap`` after it was killed, its ``returncode`` (Popen's convention) and start-up times."""
-
-    pid: int
-    returncode: int | None = None
-    phases: dict
-
-    @abstractmethod
-    def wait(self, timeout: float) -> bool: ...
-
-    @abstractmethod
-    def reap(self) -> None: ...
-
-
-class _Fresh(_Started):
-    def __init__(self, proc: subprocess.Popen) -> None:
-        self.proc, self.pid, self.phases = proc, proc.pid, {}
-
-    def wait(self, timeout: float) -> bool:
-        try:
-            _wait(self.proc, timeout)
-        except subprocess.TimeoutExpired:
-            return False
-        self.returncode = self.proc.returncode
-        return True
-
-    def reap(self) -> None:
-        self.proc.wait()
-        self.returncode = self.proc.returncode
-
-
-class _Warm(_Started):
-    reap_timeout_s = 10.0  # for the worker to report a killed child's end; then it counts as hung
-
-    def __init__(self, server: ForkServer, pid: int, setup_s: float) -> None:
-        self.server, self.pid = server, pid
-        self.phases = {"worker_setup": setup_s}
-
-    def wait(self, timeout: float) -> bool:
-        done, rc = self.server.wait_exit(timeout)
-        if done:
-            self.returncode = rc
-        return done
-
-    def reap(self) -> None:
-        """After the tree was killed: the worker reaps the child and reports it; a worker that
-        does not is hung, and is killed (the job's child is dead either way)."""
-        try:
-            done, rc = self.server.wait_exit(self.reap_timeout_s)
-        except WorkerLost:
-            done, rc = False, None
-        if not done:
-            self.server.kill()
-            rc = -_signal.SIGKILL
-        self.returncode = rc

@@ -10,8 +10,8 @@ import time
 
 import pytest
 
-from arbor.sandbox.docker_runner import LABEL, DockerRunner
-from arbor.sandbox.images import SANDBOX_UID
+from arbor.sandbox.runners.docker import LABEL, DockerRunner
+from arbor.sandbox.runners.images import SANDBOX_UID
 from arbor.sandbox.runner import Job, make_runner
 
 PY = sys.executable
@@ -141,7 +141,7 @@ def test_cuda_runner_checks_the_device_in_its_warm_container_before_any_job(dock
     from arbor.sandbox.gpu import probe
     from arbor.sandbox.runner import SandboxError
 
-    from arbor.sandbox.docker_runner import gpu_support
+    from arbor.sandbox.runners.docker import gpu_support
 
     client = DockerRunner(campaign="test-docker-cuda", device_check=False).client
     if gpu_support(client):

@@ -12,7 +12,7 @@ import pytest
 
 from arbor.sandbox.harness.request import (MeasureRequest, ProfileRequest, RequestError, read_measure,
                                            write_batch)
-from arbor.sandbox.kernel_protocol import HARNESS_PATH, KernelRequest, build_job, wire_request
+from arbor.sandbox.kernel.protocol import HARNESS_PATH, KernelRequest, build_job, wire_request
 
 PROBLEM = "import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return x\n"
 

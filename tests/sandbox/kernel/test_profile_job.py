@@ -11,8 +11,8 @@ import pytest
 from arbor.agents.transforms import to_modelnew
 from arbor.sandbox.harness import cost
 from arbor.sandbox.harness import profile_harness as harness
-from arbor.sandbox.kernel_protocol import KernelRequest
-from arbor.sandbox.profiling import category, format_profile, run_profile, summarize
+from arbor.sandbox.kernel.protocol import KernelRequest
+from arbor.sandbox.kernel.profile_job import category, format_profile, run_profile, summarize
 from arbor.sandbox.runner import make_runner
 
 MB = 1 << 20

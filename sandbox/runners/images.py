@@ -21,12 +21,12 @@ import tarfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .runner import SandboxError
+from ..runner import SandboxError
 
 __all__ = ["ImagePlan", "resolve_image", "ensure_image", "image_status", "RECIPES", "SANDBOX_UID",
            "DOCKERFILES"]
 
-DOCKERFILES = Path(__file__).parent / "dockerfiles"
+DOCKERFILES = Path(__file__).parents[1] / "dockerfiles"
 RECIPES = ("host", "cpu", "cuda")
 SANDBOX_UID = 10001
 _REPO = "arbor-sandbox"

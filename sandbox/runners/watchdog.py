@@ -12,7 +12,7 @@ Why a marker and not "is the owner still alive?": the kernel closes a dying proc
 the process shows as a zombie, so at EOF a kill -9'd owner can still look alive for a moment, and
 the sweeps skip the jobs of an owner that looks alive. Under load (two benchmark campaigns on the
 two cores) the watchdog read that moment as a clean close and left a setsid'd grandchild running
-(tests/sandbox/test_watchdog.py). Now EOF without the marker is a death: the watchdog waits for
+(tests/sandbox/runners/test_watchdog.py). Now EOF without the marker is a death: the watchdog waits for
 the owner to finish dying, then sweeps.
 
 Run as ``python -I -S watchdog.py`` (stdlib only, proctree loaded by path: no Arbor import, so it

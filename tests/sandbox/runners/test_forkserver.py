@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from arbor.sandbox import isolation
-from arbor.sandbox.forkserver import ForkServer, WorkerRefused
-from arbor.sandbox.local_runner import LocalRunner
+from arbor.sandbox.runners import isolation
+from arbor.sandbox.runners.forkserver import ForkServer, WorkerRefused
+from arbor.sandbox.runners.local import LocalRunner
 from arbor.sandbox.runner import Job, PythonEntry, SandboxError
 
 from tests.hostile.helpers import job_processes, leftovers
@@ -250,7 +250,7 @@ def test_threads_and_daemons_a_job_leaves_behind_die_with_it(runner):
 
 
 def test_without_a_cgroup_a_daemon_forked_without_exec_is_found_by_the_workers_token(monkeypatch):
-    from arbor.sandbox import proctree
+    from arbor.sandbox.runners import proctree
 
     monkeypatch.setattr(proctree, "_pids_cgroup_base", lambda: None)  # /proc scanning only
     with LocalRunner() as r:
@@ -371,7 +371,7 @@ def test_a_runner_that_closes_leaves_no_worker():
 
 OWNER = textwrap.dedent("""
     import sys
-    from arbor.sandbox.local_runner import LocalRunner
+    from arbor.sandbox.runners.local import LocalRunner
     from arbor.sandbox.runner import Job, PythonEntry
     entry = open(sys.argv[1]).read()
     r = LocalRunner(filesystem="host")

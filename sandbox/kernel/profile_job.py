@@ -25,14 +25,14 @@ import secrets
 import sys
 from pathlib import Path
 
-from .gpu.devices import bandwidth_at, flops_at, within_peak
-from .harness.op_math import transcendental_seconds
-from .harness.request import ProfileRequest
-from .compile_cache import ARCHIVE_IN, ARCHIVE_OUT, default_cache, lookup
-from .kernel_protocol import KernelRequest
-from .runner import Job, PythonEntry, Runner
+from ..gpu.devices import bandwidth_at, flops_at, within_peak
+from ..harness.op_math import transcendental_seconds
+from ..harness.request import ProfileRequest
+from .compile_store import ARCHIVE_IN, ARCHIVE_OUT, default_cache, lookup
+from .protocol import KernelRequest
+from ..runner import Job, PythonEntry, Runner
 
-PROFILE_HARNESS = Path(__file__).parent / "harness" / "profile_harness.py"
+PROFILE_HARNESS = Path(__file__).parents[1] / "harness" / "profile_harness.py"
 _SHIPPED = ("kernel_checks.py", "allocator.py", "cost.py", "op_math.py", "compile_cache.py", "request.py")  # cost.py loads op_math.py
 # a runner may start it warm (forked from a worker that imported torch and its profiler once)
 PROFILE_ENTRY = PythonEntry("profile_harness.py", _SHIPPED)
@@ -75,7 +75,7 @@ def category(op_name: str) -> str:
 def profile_job(req: KernelRequest, nonce: str, iters: int = 10, budget_s: float = 1.0,
                 cache_key: str | None = None, archive: bytes | None = None) -> Job:
     """The profile job. A compiled candidate's archive from its measurements (``cache_key``,
-    ``archive``: sandbox/compile_cache.py) travels in, so the profile loads what they compiled
+    ``archive``: sandbox/kernel/compile_store.py) travels in, so the profile loads what they compiled
     instead of compiling again (15 s a profile on the quickstart, once per new best); the job
     sends nothing back to the cache: only measurements fill it."""
     cache = {"key": cache_key, "in": ARCHIVE_IN, "out": ARCHIVE_OUT} if cache_key and archive else None  # out: never collected
