@@ -33,7 +33,7 @@ HARNESS_PATH = Path(__file__).parents[1] / "harness" / "kernel_harness.py"
 HARNESS_MODULES = ("kernel_checks.py", "integrity.py", "process_state.py", "registries.py", "liveness.py",
                    "placement.py", "timing.py", "calibration.py", "clock_watch.py", "cost.py", "op_math.py",
                    "fingerprint.py", "correctness.py", "batch.py", "allocator.py", "compile_cache.py", "compiler_warm.py",
-                   "request.py")
+                   "request.py", "cpu_facts.py")
 # a runner may start the harness warm (forked from a worker that imported torch once); a job whose
 # candidate (or problem) compiles with torch.compile asks for Dynamo and Inductor imported too
 HARNESS_ENTRY = PythonEntry("kernel_harness.py", HARNESS_MODULES)

@@ -13,31 +13,22 @@ import platform
 import socket
 from functools import lru_cache
 
+from ..harness import cpu_facts
+
 __all__ = ["host_fingerprint"]
-
-
-def _read(path: str) -> str | None:
-    try:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            return f.read().strip()
-    except OSError:
-        return None
 
 
 @lru_cache(maxsize=1)
 def _static() -> dict:
-    cpuinfo = _read("/proc/cpuinfo") or ""
-    models = [ln.split(":", 1)[1].strip() for ln in cpuinfo.splitlines()
-              if ln.lower().startswith("model name")]
     return {"host": socket.gethostname(), "kernel": platform.release(),
-            "cpu_model": models[0] if models else (platform.processor() or platform.machine()),
+            "cpu_model": cpu_facts.cpu_model() or platform.machine(),
             "cpu_count": os.cpu_count()}
 
 
 def host_fingerprint() -> dict:
     fp = dict(_static())
-    fp["governor"] = _read("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor")
-    fp["cpu_max_khz"] = _read("/sys/devices/system/cpu/cpu0/cpufreq/scaling_max_freq")
+    fp["governor"] = cpu_facts.read(cpu_facts.GOVERNOR)
+    fp["cpu_max_khz"] = cpu_facts.read(cpu_facts.MAX_KHZ)
     try:
         fp["loadavg_1m"] = round(os.getloadavg()[0], 2)
     except OSError:
