@@ -22,7 +22,7 @@ from arbor.sandbox.executors import Executor, LocalExecutor, plan_slots
 from arbor.sandbox.runner import Runner, make_runner
 from arbor.spec import CampaignSpec
 
-__all__ = ["runner_for", "executor_for", "runner_options", "guarded_runner", "slot_runner_factory",
+__all__ = ["runner_for", "executor_for", "runner_options", "spec_device", "guarded_runner", "slot_runner_factory",
            "remote_runner_factory", "HANG_GRACE_S"]
 
 HANG_GRACE_S = 120.0  # beyond the sandbox's limit before a silent worker counts as hung
