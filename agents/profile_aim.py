@@ -1,7 +1,7 @@
 """Aiming moves at the bottleneck: which kinds of operators a move can change, and how much room
 those operators leave.
 
-A profile (see ``arbor.sandbox.profiling``) says how the time splits over operator kinds (gemm,
+A profile (see ``arbor.sandbox.kernel.profile_job``) says how the time splits over operator kinds (gemm,
 conv, norm, reduction, pool, layout, elementwise). A move that can only touch kinds worth less than
 ``MIN_SHARE`` of the time cannot pay off much, whatever its prior says: fusing activations in a
 model that spends 95% of its time in one GEMM saves at most 5%. Such moves rank low (their prior is

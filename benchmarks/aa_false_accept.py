@@ -37,8 +37,8 @@ from arbor.agents.critic import sequential
 from arbor.agents.critic.critic import HeuristicCritic
 from arbor.agents.critic.gates import CriticConfig, Evidence
 from arbor.agents.transforms import to_modelnew
-from arbor.sandbox.kernel_protocol import KernelMeasurement, KernelRequest, measure_kernel, measure_kernels
-from arbor.sandbox.local_runner import LocalRunner
+from arbor.sandbox.kernel.protocol import KernelMeasurement, KernelRequest, measure_kernel, measure_kernels
+from arbor.sandbox.runners.local import LocalRunner
 from benchmarks.common import ROOT, table, write_result
 
 PROBLEM = ROOT / "campaigns" / "problems" / "gelu_gate.py"

@@ -61,7 +61,7 @@ def _cv(xs: list[float]) -> float | None:
 
 
 def measure_arm(runner, source: str, device: str, batch_s: float, budget_s: float) -> dict:  # type: ignore[no-untyped-def]
-    from arbor.sandbox.kernel_protocol import KernelRequest, measure_kernel
+    from arbor.sandbox.kernel.protocol import KernelRequest, measure_kernel
 
     req = KernelRequest(source, source, device=device, mode="aa", min_sample_s=batch_s, time_budget_s=budget_s,
                         max_repeats=100_000, timeout_s=120 + 4 * budget_s)
@@ -83,7 +83,7 @@ def dev_set_arm(runner, path, placement: str, peaks: dict,  # type: ignore[no-un
     the candidate (mode ``ab``), instead of mode ``aa``, with the root's timing target and round cap
     (``measurement.baseline_target_ci``: arbor/targets/kernel.py)."""
     from arbor.agents.transforms import to_modelnew
-    from arbor.sandbox.kernel_protocol import KernelRequest, measure_kernel
+    from arbor.sandbox.kernel.protocol import KernelRequest, measure_kernel
 
     from arbor.spec.sections import Measurement
 
@@ -124,7 +124,7 @@ def dev_set_rows(results: dict) -> list[dict]:
 
 
 def dev_set(args) -> int:  # type: ignore[no-untyped-def]
-    from arbor.sandbox.local_runner import LocalRunner
+    from arbor.sandbox.runners.local import LocalRunner
 
     wanted = [w.strip() for w in (args.problems or "").split(",") if w.strip()]
     paths = [p for p in sorted((ROOT / "benchmarks" / "problems").glob("l1_*.py"))
@@ -188,7 +188,7 @@ def main(argv: list[str] | None = None) -> int:
             print("aa_floor: no CUDA device here; run it on a GPU host (or --device cpu to check the script)",
                   file=sys.stderr)
             return 2
-    from arbor.sandbox.local_runner import LocalRunner
+    from arbor.sandbox.runners.local import LocalRunner
 
     source = open(args.problem).read()
     started, load0 = time.monotonic(), os.getloadavg()

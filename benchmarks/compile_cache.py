@@ -1,7 +1,7 @@
 """Compile cache: a compiled winner's confirmation and final measurements against its first.
 
 A ``torch.compile`` candidate compiles in every measurement process unless its artifacts travel
-with it (``sandbox/compile_cache.py``). This measures one such candidate (the campaign's
+with it (``sandbox/kernel/compile_store.py``). This measures one such candidate (the campaign's
 ``compile-default`` move on a development-set problem, one thread, the suite's measurement
 settings) the way the loop does — first, confirmation, two final measurements — each a fresh
 sandboxed harness process through the local runner, with a fresh cache; beside it, interleaved,
@@ -40,9 +40,9 @@ GOAL = 0.40  # confirmation / first, job wall time
 def measure_plan(problem: Path, size_scale: float | None, threads: int, move: str = "compile") -> list[dict]:
     """Measure the plan's rows in order; each row {arm, purpose, ...} gains its timings."""
     from arbor.agents.transforms import apply_move, to_modelnew
-    from arbor.sandbox.compile_cache import CompileCache
-    from arbor.sandbox.kernel_protocol import KernelRequest, measure_kernel
-    from arbor.sandbox.local_runner import LocalRunner
+    from arbor.sandbox.kernel.compile_store import CompileCache
+    from arbor.sandbox.kernel.protocol import KernelRequest, measure_kernel
+    from arbor.sandbox.runners.local import LocalRunner
     from arbor.suite.compare import compile_default
 
     source = problem.read_text()

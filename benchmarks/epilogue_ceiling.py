@@ -77,8 +77,8 @@ def main(argv: list[str] | None = None) -> int:
     load0 = os.getloadavg()
 
     from arbor.agents.transforms import to_modelnew
-    from arbor.sandbox.kernel_protocol import KernelRequest, measure_kernel
-    from arbor.sandbox.profiling import run_profile
+    from arbor.sandbox.kernel.protocol import KernelRequest, measure_kernel
+    from arbor.sandbox.kernel.profile_job import run_profile
     from arbor.sandbox.runner import make_runner
     from arbor.suite.calibrate import calibrate
     from arbor.suite.compare import compile_default

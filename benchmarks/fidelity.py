@@ -66,15 +66,14 @@ def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
 
 # --- 1. real repeated measurements ---------------------------------------------------------
 def real_runs(n: int, log) -> tuple[list[dict], object]:
-    from arbor.sandbox.runner import make_runner
-    from arbor.campaign.sandbox_setup import runner_options
+    from arbor.spec_runners import runner_for
     from arbor.spec import load_spec
     from arbor.targets import make_adapter
 
     spec = load_spec(KERNEL_CAMPAIGN)
     adapter = make_adapter(spec)
     adapter.validate()
-    runner = make_runner(spec.sandbox.kind, **runner_options(spec))
+    runner = runner_for(spec, guarded=False)
     runs = []
     try:
         for i in range(n):

@@ -107,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
-    from arbor.sandbox.problem import ProblemError
+    from arbor.sandbox.kernel.problem import ProblemError
     from arbor.suite.deadline import Deadline
     from arbor.suite.discover import discover
     from arbor.suite.run import SuiteOptions, run_suite

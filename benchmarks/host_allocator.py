@@ -33,7 +33,7 @@ _UNPINNED = 'answer = "not pinned (benchmark control)"\n\n\ndef pin():\n    retu
 
 def _measure(adapter, runner, source: str, mode: str, path: str):  # type: ignore[no-untyped-def]
     """One measurement of ``source``; ``mode`` system ships the allocator module that changes nothing."""
-    import arbor.sandbox.kernel_protocol as kp
+    import arbor.sandbox.kernel.protocol as kp
 
     original = kp.build_job
 
@@ -53,8 +53,7 @@ def _measure(adapter, runner, source: str, mode: str, path: str):  # type: ignor
 
 def run(names: list[str], rounds: int) -> dict:
     from arbor.agents.transforms import apply_move, to_modelnew
-    from arbor.campaign.sandbox_setup import runner_options
-    from arbor.sandbox.runner import make_runner
+    from arbor.spec_runners import runner_for
     from arbor.targets import make_adapter
     from benchmarks.warm_start_work import _spec, problem_paths, scales
 
@@ -67,7 +66,7 @@ def run(names: list[str], rounds: int) -> dict:
             adapter = make_adapter(spec)
             eager = to_modelnew(adapter.problem.source)
             sources = {"eager": eager, "compiled": apply_move(eager, "wrap_compile", {})}
-            runner = make_runner(spec.sandbox.kind, **runner_options(spec))
+            runner = runner_for(spec, guarded=False)
             rows = data.setdefault(p.stem, {"scale": scale[p.stem], "samples": []})
             try:
                 for r in range(rounds):

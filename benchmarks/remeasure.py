@@ -79,16 +79,15 @@ def measure_side_by_side(spec, sources: dict[str, str], rounds: int = 3) -> Reme
     1.3-1.7x in single jobs; ``benchmarks/host_allocator.py`` traced it to glibc's dynamic mmap
     threshold, which the harness now pins: 1.31x and 1.35x.)"""
     from arbor.agents.transforms import to_modelnew
-    from arbor.sandbox.kernel_protocol import measure_kernel
-    from arbor.sandbox.runner import make_runner
+    from arbor.sandbox.kernel.protocol import measure_kernel
 
-    from arbor.campaign.sandbox_setup import runner_options
+    from arbor.spec_runners import runner_for
     from arbor.targets import make_adapter
 
     adapter = make_adapter(spec)
     everything = {EAGER: to_modelnew(adapter.problem.source), **sources}
     out = Remeasured()
-    runner = make_runner(spec.sandbox.kind, **runner_options(spec))
+    runner = runner_for(spec, guarded=False)
     try:
         for r in range(rounds):
             keys = list(everything) if r % 2 == 0 else list(reversed(everything))

@@ -23,8 +23,8 @@ import statistics
 import sys
 import time
 
-from arbor.sandbox.kernel_protocol import KernelRequest, measure_kernel
-from arbor.sandbox.local_runner import LocalRunner
+from arbor.sandbox.kernel.protocol import KernelRequest, measure_kernel
+from arbor.sandbox.runners.local import LocalRunner
 from arbor.sandbox.runner import Job, Runner
 from benchmarks.common import table, write_result
 
@@ -105,7 +105,7 @@ def main() -> None:
             daemon = PrivateDockerd()
             daemon.start()
             os.environ["DOCKER_HOST"] = daemon.url
-        from arbor.sandbox.docker_runner import DockerRunner
+        from arbor.sandbox.runners.docker import DockerRunner
 
         DockerRunner(campaign="bench-warmup").close()  # builds the image outside the timings
 

@@ -45,8 +45,8 @@ def main(argv: list[str] | None = None) -> int:
     from arbor.agents.transforms import to_modelnew
     from arbor.campaign.speed_of_light import from_measurement
     from arbor.sandbox.gpu import bandwidth_at
-    from arbor.sandbox.kernel_protocol import KernelRequest, measure_kernel
-    from arbor.sandbox.profiling import run_profile
+    from arbor.sandbox.kernel.protocol import KernelRequest, measure_kernel
+    from arbor.sandbox.kernel.profile_job import run_profile
     from arbor.sandbox.runner import make_runner
     from arbor.suite.calibrate import calibrate
 

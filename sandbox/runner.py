@@ -9,8 +9,8 @@ kill the worker" failure). The local runner adds kernel isolation where the OS a
 as a notice, where not.
 
 This module holds the contract (``Job``, ``JobResult``, ``Runner``, ``JobHook``) and the factory
-only; the implementations live in their own modules — ``LocalRunner`` (``local_runner.py``), the
-development runner, and ``DockerRunner`` (``docker_runner.py``) — and import this one, never the
+only; the implementations live in their own modules — ``LocalRunner`` (``runners/local.py``), the
+development runner, and ``DockerRunner`` (``runners/docker.py``) — and import this one, never the
 other way round (the factory loads them by name). Every runner implements the same
 ``Runner.run(Job) -> JobResult`` contract, which is why a job is self-contained: argv plus files,
 never paths into the host's checkout.
@@ -166,8 +166,8 @@ class Runner(ABC):
 
 
 RUNNERS: dict[str, str] = {
-    "local": "arbor.sandbox.local_runner:LocalRunner",
-    "docker": "arbor.sandbox.docker_runner:DockerRunner",
+    "local": "arbor.sandbox.runners.local:LocalRunner",
+    "docker": "arbor.sandbox.runners.docker:DockerRunner",
 }
 
 

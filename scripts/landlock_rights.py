@@ -6,7 +6,7 @@ Each variant is the sandbox's own `filesystem: isolate` ruleset (the interpreter
 workdir, device nodes) plus one extra grant, applied in a forked child that then calls `cuInit`
 through ctypes (no torch: a fraction of a second each). `scripts/device_probe.py` says *which
 layer* breaks the device; this says *which right* within the filesystem rules — how the own
-`/proc/<pid>` grant of `sandbox/landlock.py` was found on an H100 host (docs/gpu.md). Exit 0.
+`/proc/<pid>` grant of `sandbox/runners/landlock.py` was found on an H100 host (docs/gpu.md). Exit 0.
 """
 
 from __future__ import annotations

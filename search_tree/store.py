@@ -127,7 +127,7 @@ class Store(ABC):
         An owner is dead when its heartbeat is older than ``stale_after_s``, or — with
         ``pid_alive`` — when its lease names this host and ``pid_alive(lease pid)`` is False.
         The store records leases but does not know about processes: whether a pid lives is the
-        sandbox's knowledge (``arbor.sandbox.proctree.pid_alive``), and the store may import
+        sandbox's knowledge (``arbor.sandbox.runners.proctree.pid_alive``), and the store may import
         neither the sandbox nor the layers above it, so the campaign, which imports both,
         hands the predicate in. Without one only the heartbeat decides."""
 

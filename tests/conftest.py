@@ -104,7 +104,7 @@ def campaign_dir(tmp_path: Path) -> Path:
 
 @pytest.fixture(autouse=True, scope="session")
 def _private_compile_cache(tmp_path_factory):
-    """Compiled candidates' artifacts (sandbox/compile_cache.py) land in a folder of this test
+    """Compiled candidates' artifacts (sandbox/kernel/compile_store.py) land in a folder of this test
     session, never in the user's cache: a second run of the suite starts cold like the first."""
     old = os.environ.get("ARBOR_COMPILE_CACHE")
     os.environ["ARBOR_COMPILE_CACHE"] = str(tmp_path_factory.mktemp("compile-cache"))

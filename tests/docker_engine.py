@@ -76,7 +76,7 @@ class PrivateDockerd:
 
     def start(self) -> None:
         self.remove_stale()
-        from arbor.sandbox.isolation import PR_SET_PDEATHSIG, libc
+        from arbor.sandbox.runners.isolation import PR_SET_PDEATHSIG, libc
 
         prctl = libc().prctl
 

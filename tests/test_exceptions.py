@@ -44,7 +44,7 @@ def test_every_error_with_its_own_init_says_how_to_pickle_it():
 
 
 def test_the_harness_and_store_errors_keep_their_fields():
-    from arbor.sandbox.forkserver import ExtraFailed
+    from arbor.sandbox.runners.forkserver import ExtraFailed
     from arbor.sandbox.harness.kernel_checks import Failure
     from arbor.search_tree.store import DuplicateArtifact
 

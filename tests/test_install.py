@@ -105,7 +105,7 @@ def _venv(path: Path) -> tuple[Path, Path]:
     # The interpreter's own site-packages first, as for a user whose dependencies are installed in
     # that environment: a dependency a candidate imports (torch; setuptools for a C++ extension's
     # build) resolves there rather than from a test runner's outer venv. (The sandbox reads every
-    # site directory on sys.path: sandbox/isolation.py default_read_paths.)
+    # site directory on sys.path: sandbox/runners/isolation.py default_read_paths.)
     deps.sort(key=lambda p: not Path(p).resolve().is_relative_to(Path(sys.base_prefix).resolve()))
     (site / "arbor_test_deps.pth").write_text("".join(f"{p}\n" for p in deps))
     return python, site

@@ -23,12 +23,17 @@ from arbor.agents.transforms import apply_move
 from arbor.search_tree.records import NodeRecord
 from arbor.search_tree.store import artifact_sha
 
+from .conditions import Condition
+
 # What a heuristic move is expected to gain when it wins, without knowledge of it (log of 1.1x).
 DEFAULT_WIN_LOG = math.log(1.1)
 # How far above another option a promoted one is put: a recipe just above the best of its own
 # moves (it was the neighbour's best, above what each of its moves reached there alone:
 # agents/knowledge/recipes.py), the skill's first choice just above the top of a warm start.
 RANK_EDGE = 0.01
+# A move whose ``when:`` condition cannot be decided yet (a fact is not known) is offered at this
+# share of its prior: neither ruled out nor ranked as if it applied.
+UNKNOWN_FACTOR = 0.5
 
 
 class HeuristicSpecialist(Specialist):
@@ -39,6 +44,7 @@ class HeuristicSpecialist(Specialist):
         self.by_id = {m.id: m for m in self.moves}
         self.seed = seed
         self._cache: dict[tuple[str, str], str | None] = {}
+        self.conditions: dict[str, Condition | None] = {}  # move id -> its ``when:`` (subclasses compile them)
 
     # --- what varies by target kind -------------------------------------------------------
     def move_priors(self) -> dict[str, float]:
@@ -50,8 +56,22 @@ class HeuristicSpecialist(Specialist):
 
     def gate(self, move: MoveSpec, prior: float, env: dict | None) -> tuple[float, str] | None:
         """Whether ``move`` is offered below this parent: None (not offered) or its prior with
-        the reason it is offered."""
-        return prior, ""
+        the reason it is offered — by its ``when:`` condition over ``env``, when it has one."""
+        cond = self.conditions.get(move.id)
+        if cond is None:
+            return prior, ""
+        env = env or {}
+        met = cond.evaluate(env)
+        if met is False:
+            return None
+        if met is None:
+            return prior * UNKNOWN_FACTOR, self.unknown_reason(cond)
+        shown = ", ".join(f"{n}={_fmt(env[n])}" for n in sorted(cond.names) if n in env)
+        return prior, f"because {cond.text} ({shown})"
+
+    def unknown_reason(self, cond: Condition) -> str:
+        """Why a move whose condition cannot be decided yet is offered at a discount."""
+        return f"not known whether {cond.text}"
 
     def valid(self, new_source: str) -> bool:
         """Whether a move's result may be measured at all."""
@@ -187,3 +207,11 @@ class HeuristicSpecialist(Specialist):
                 hypothesis=f"{opt.move.id} on node {parent.id}: {self.describe(opt.move)}{why}",
                 prior=opt.prior, predicted_gain=gain, audit=audit))
         return proposals
+
+
+def _fmt(v) -> str:  # type: ignore[no-untyped-def]
+    if isinstance(v, float):
+        return f"{v:.3g}"
+    if isinstance(v, tuple):
+        return "/".join(map(str, v)) or "none"
+    return str(v)

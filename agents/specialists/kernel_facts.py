@@ -21,7 +21,7 @@ from __future__ import annotations
 import ast
 import math
 
-from arbor.sandbox.profiling import category
+from arbor.sandbox.kernel.profile_job import category
 
 # Per-kernel cost of eager PyTorch on a GPU: Python and ATen dispatch plus the driver's launch, a
 # few microseconds each (docs/gpu.md); a kernel shorter than this leaves the GPU waiting for the next.
@@ -156,7 +156,7 @@ def reference_facts(source: str, sizes: dict | None = None, scale: float | None 
 
 
 def profile_facts(profile: dict | None) -> dict:
-    """Facts of a bottleneck profile (``arbor.sandbox.profiling.summarize``); launch facts only
+    """Facts of a bottleneck profile (``arbor.sandbox.kernel.profile_job.summarize``); launch facts only
     where the profile saw the GPU's own activity."""
     if not profile or profile.get("error"):
         return {}

@@ -21,10 +21,9 @@ from arbor.agents.skills import MoveSpec, SkillError
 from arbor.search_tree.records import NodeRecord
 
 from .conditions import Condition, ConditionError, compile_condition
-from .heuristic import HeuristicSpecialist
+from .heuristic import UNKNOWN_FACTOR, HeuristicSpecialist
 from .kernel_facts import FACTS, profile_facts
 
-UNKNOWN_FACTOR = 0.5
 # How much a new profile can raise a move's prior: off target to on target, and a condition that
 # was unknown (no profile yet) becoming true.
 MAX_PROFILE_RISE = 1.0 / (OFF_TARGET * UNKNOWN_FACTOR)
@@ -40,7 +39,6 @@ class HeuristicKernelSpecialist(HeuristicSpecialist):
         self.profile: dict | None = None  # latest bottleneck profile (baseline or best), set by the loop
         self._facts_of = facts or (lambda: {})
         self._facts: dict | None = None
-        self.conditions: dict[str, Condition] = {}
         for m in self.moves:
             if not m.when:
                 continue
@@ -72,30 +70,9 @@ class HeuristicKernelSpecialist(HeuristicSpecialist):
     def env(self, parent: NodeRecord, parent_source: str) -> dict | None:
         return self.facts() if self.conditions else None
 
-    def gate(self, move: MoveSpec, prior: float, env: dict | None) -> tuple[float, str] | None:
-        cond = self.conditions.get(move.id)
-        if cond is None:
-            return prior, ""
-        env = env or {}
-        met = cond.evaluate(env)
-        if met is False:
-            return None
-        if met is None:
-            return prior * UNKNOWN_FACTOR, f"not known whether {cond.text}"
-        shown = ", ".join(f"{n}={_fmt(env[n])}" for n in sorted(cond.names) if n in env)
-        return prior, f"because {cond.text} ({shown})"
-
     def prior_trace(self, move: MoveSpec, parent: NodeRecord, tried: set[str],
                     outcomes: OutcomeIndex) -> PriorTrace | None:
         t = super().prior_trace(move, parent, tried, outcomes)
         if t is not None and t.value > 0:
             t.scale("cannot touch the profiled bottleneck", aim_factor(move, self.profile))
         return t
-
-
-def _fmt(v) -> str:  # type: ignore[no-untyped-def]
-    if isinstance(v, float):
-        return f"{v:.3g}"
-    if isinstance(v, tuple):
-        return "/".join(map(str, v)) or "none"
-    return str(v)

@@ -18,7 +18,7 @@ from arbor.agents.contracts import Directive, Proposal
 from arbor.agents.llm import roles
 from arbor.agents.llm.prompts import Section
 from arbor.agents.llm.schemas import KernelProposals
-from arbor.sandbox.profiling import format_profile
+from arbor.sandbox.kernel.profile_job import format_profile
 from arbor.search_tree.records import NodeRecord
 from arbor.search_tree.store import artifact_sha
 

@@ -21,8 +21,6 @@ from arbor.search_tree.records import NodeRecord
 from .conditions import Condition, ConditionError, compile_condition
 from .heuristic import HeuristicSpecialist
 
-UNKNOWN_FACTOR = 0.5
-
 
 class HeuristicServingSpecialist(HeuristicSpecialist):
     name = "serving-heuristic"
@@ -33,7 +31,6 @@ class HeuristicServingSpecialist(HeuristicSpecialist):
         super().__init__(moves, seed)
         self.symptoms_of = symptoms_of or (lambda node: None)
         self.config_problem = config_problem or (lambda text: None)
-        self.conditions: dict[str, Condition | None] = {}
         for m in self.moves:
             try:
                 self.conditions[m.id] = compile_condition(m.when) if m.when else None
@@ -49,18 +46,8 @@ class HeuristicServingSpecialist(HeuristicSpecialist):
             cfg = {}
         return {**(cfg if isinstance(cfg, dict) else {}), **(self.symptoms_of(parent) or {})}
 
-    def gate(self, move: MoveSpec, prior: float, env: dict | None) -> tuple[float, str] | None:
-        cond = self.conditions.get(move.id)
-        if cond is None:
-            return prior, ""
-        env = env or {}
-        met = cond.evaluate(env)
-        if met is False:
-            return None
-        if met is None:
-            return prior * UNKNOWN_FACTOR, f"symptoms unknown for '{cond.text}'"
-        shown = ", ".join(f"{n}={_fmt(env[n])}" for n in sorted(cond.names) if n in env)
-        return prior, f"because {cond.text} ({shown})"
+    def unknown_reason(self, cond: Condition) -> str:
+        return f"symptoms unknown for '{cond.text}'"
 
     def valid(self, new_source: str) -> bool:
         """Only configs the campaign's own knob table allows: no measurement is wasted on a
@@ -69,10 +56,6 @@ class HeuristicServingSpecialist(HeuristicSpecialist):
 
     def describe(self, move: MoveSpec) -> str:
         return move.description or f"{move.transform} {move.params}"
-
-
-def _fmt(v) -> str:
-    return f"{v:.3g}" if isinstance(v, float) else str(v)
 
 
 KNOB_TRANSFORMS = ("knob_set", "knob_scale", "knob_toggle")

@@ -23,6 +23,10 @@ from arbor.spec import CampaignSpec
 
 from arbor.targets import TargetAdapter
 
+from .knowledge import KnowledgeCache
+from .measurer import Measurer
+from .speed_of_light import SolCache
+
 
 @dataclass
 class Context:
@@ -44,12 +48,13 @@ class Context:
     index: TreeIndex | None = None  # incremental tree statistics (built on first use)
     llm: object | None = None  # LLMRuntime when any agent role uses an LLM (token/cost/failure stops)
     lease_lost: bool = False  # set by the heartbeat when another run took the campaign over
-    parallel: object | None = None  # arbor.parallel.Parallel when executor.workers > 1 (None: serial)
-    knowledge: dict = field(default_factory=dict)  # per-process cache of arbor/campaign/knowledge.py
+    # how it measures: serial.SerialMeasurer, or parallel.Parallel when executor.workers > 1; set by
+    # run.build_context, so every step reads straight through it
+    measurer: Measurer = None  # type: ignore[assignment]
+    knowledge: KnowledgeCache = field(default_factory=KnowledgeCache)  # knowledge.py's reads, per process
     step_walls: list[float] = field(default_factory=list)  # wall seconds of this process's steps (timing.py)
     step_started: float | None = None
-    speed_of_light: dict = field(default_factory=dict)  # per-process cache of speed_of_light.for_context
-    deferred: dict[int, str] = field(default_factory=dict)  # serial loop: node -> why it was left queued
+    speed_of_light: SolCache = field(default_factory=SolCache)  # speed_of_light.for_context's, per process
     retries_due: dict[int, int] | None = None  # auto_retry.py: rejected node -> evaluations before its retry
 
     def __post_init__(self) -> None:

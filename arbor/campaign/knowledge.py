@@ -11,7 +11,8 @@ notice, never a failed campaign.
 from __future__ import annotations
 
 import math
-from dataclasses import replace
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from arbor.agents.contracts import Judgement
 from arbor.agents.knowledge.brief import Neighbour, neighbours
@@ -22,11 +23,22 @@ from arbor.agents.knowledge.warm import warm_priors
 from arbor.search_tree.knowledge import KnowledgeError, KnowledgeRecord, KnowledgeStore
 from arbor.search_tree.records import NodeRecord
 
-from .context import Context
+if TYPE_CHECKING:  # the Context holds this module's cache (KnowledgeCache)
+    from .context import Context
 
 INTEGRITY_FAILURES = {"hack_suspected", "incorrect"}
 HYPOTHESIS_KEPT = 600  # characters of a candidate's hypothesis kept in its record (the brief's words)
 ALL = 1_000_000
+
+
+@dataclass
+class KnowledgeCache:
+    """What one campaign process keeps of this module's reads (``Context.knowledge``)."""
+    opened: bool = False  # the store was opened, or failed to open (then ``store`` stays None)
+    store: KnowledgeStore | None = None
+    fingerprint: dict | None = None  # the baseline's (fixed once judged)
+    signature: dict | None = None  # the problem's
+    warm_done: bool = False  # the warm start was applied (or replayed) in this process
 
 
 def _events(store, cid: int, kind: str) -> list:  # type: ignore[no-untyped-def]
@@ -37,31 +49,32 @@ def open_knowledge(ctx: Context) -> KnowledgeStore | None:
     cfg = ctx.spec.knowledge
     if cfg is None or not cfg.enabled:
         return None
-    if "store" not in ctx.knowledge:
+    cache = ctx.knowledge
+    if not cache.opened:
+        cache.opened = True
         try:
-            ctx.knowledge["store"] = KnowledgeStore(cfg.url)
+            cache.store = KnowledgeStore(cfg.url)
         except KnowledgeError as exc:
             ctx.report("sandbox_info", {"text": f"knowledge store unavailable: {exc}"})
-            ctx.knowledge["store"] = None
-    return ctx.knowledge["store"]
+    return cache.store
 
 
 # --- what this campaign is -----------------------------------------------------------------
 def _baseline_fingerprint(ctx: Context) -> dict:
-    if ctx.knowledge.get("fingerprint"):
-        return ctx.knowledge["fingerprint"]
+    if ctx.knowledge.fingerprint:
+        return ctx.knowledge.fingerprint
     root = ctx.campaign.root_node_id
     ms = [m for m in ctx.store.measurements(root) if m.status == "ok"] if root else []
     fp = (ms[-1].fingerprint or {}) if ms else {}
-    ctx.knowledge["fingerprint"] = fp  # the baseline's is fixed once judged: read it once
+    ctx.knowledge.fingerprint = fp  # the baseline's is fixed once judged: read it once
     return fp
 
 
 def signature(ctx: Context) -> dict:
     """The problem's signature: from the baseline's profile when one was recorded, otherwise
     from the target (a trace of the reference); computed once and kept as an event."""
-    if "signature" in ctx.knowledge:
-        return ctx.knowledge["signature"]
+    if ctx.knowledge.signature is not None:
+        return ctx.knowledge.signature
     evs = _events(ctx.store, ctx.cid, "signature")
     if evs:
         sig = evs[-1].payload
@@ -74,7 +87,7 @@ def signature(ctx: Context) -> dict:
         if sig is None:  # a trace costs a child process: only worth it when knowledge is shared
             sig = ctx.target.signature(trace=open_knowledge(ctx) is not None)
         ctx.store.append_event(ctx.cid, "signature", sig, agent="knowledge")
-    ctx.knowledge["signature"] = sig
+    ctx.knowledge.signature = sig
     return sig
 
 
@@ -149,12 +162,12 @@ def ensure_warm_start(ctx: Context) -> None:
     into the heuristic Orchestrator's outcome index, and the brief (``agents/knowledge/brief.py``)
     to the Specialist. Replayed from the ``warm_start`` event on resume, computed from the
     knowledge store otherwise (only when the campaign names one)."""
-    if ctx.knowledge.get("warm_done"):
+    if ctx.knowledge.warm_done:
         return
     root = ctx.campaign.root_node_id
     if root is None or ctx.store.get_node(root).state != "accepted":
         return
-    ctx.knowledge["warm_done"] = True
+    ctx.knowledge.warm_done = True
     evs = _events(ctx.store, ctx.cid, "warm_start")
     payload = evs[-1].payload if evs else _warm_payload(ctx)
     if payload is None:

@@ -21,136 +21,54 @@ one poisonous candidate cannot kill a fleet one actor at a time.
 from __future__ import annotations
 
 import math
-import os
 import threading
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
+from typing import Iterable
 from functools import partial
 
-from arbor.sandbox.executors import Done, Executor, LocalExecutor, plan_slots
-from arbor.sandbox.runner import Runner, make_runner
+from arbor.spec_runners import executor_for
+from arbor.sandbox.executors import Done, Executor
 
 from . import compile_times, measure_one, timing
 from .context import Context
+from .measurer import Flight, Measurer
 from .profiling import profiling_on
 from .purposes import next_purpose, reference_drifted
-from .sandbox_setup import runner_options
+from .parallel_steps import measure, measure_task, reprobe_then, verify_measure
+from .serial import SerialMeasurer
 
 SPECULATE = True  # expand a new best while its confirmation runs (see Parallel.judged)
 EXPAND_IN_FLIGHT = True  # expand nodes before their first verdict, discounted (TreeIndex.speculative)
 EARLY_START = True  # measure the baseline's children while it is measured (Parallel.early_start)
 VERIFY_AHEAD = True  # idle workers in the drain take the best's final measurements (verify.verify_ahead)
 DIVERSE_PICKS = True  # the believed best keeps half the workers on its children (Parallel.focus_row)
-HANG_GRACE_S = 120.0  # beyond the sandbox's limit before a silent worker counts as hung
-
-
-@dataclass
-class Flight:
-    node_id: int
-    attempt: int
-    purpose: str
-    primary: bool  # counts against max_evaluations once measured
-    started: float = field(default_factory=time.monotonic)  # when it was handed to a worker (timing.py)
-    reprobe_attempt: int | None = None  # the baseline's attempt measured first on the same worker
-
-
-def measure_task(ctx: Context, source: str):
-    """What a worker runs: the target adapter decides (a replay draws here, in this process)."""
-    return ctx.target.worker_task(source)
-
-
-def reprobe_then(reference_task, task, runner) -> dict:  # type: ignore[no-untyped-def]
-    """The baseline measured again in a fresh sandbox, then the candidate, on one worker: the
-    serial loop's order before a re-measurement the ``reference`` gate asked for
-    (``steps.reprobe_reference``). Module-level, so Ray can ship it."""
-    reference = reference_task(runner)
-    result = task(runner)
-    return {"reference": reference, "result": result,
-            "duration_s": float(reference.get("duration_s") or 0.0) + float(result.get("duration_s") or 0.0)}
-
-
-def guarded_runner(kind: str, opts: dict, clocks: str, device: str, targets: tuple, gpu_backend: str) -> Runner:
-    """A worker's runner with its own clock guard: every job's fingerprint carries the facts of the
-    machine it ran on (the Critic's env gate compares them), and a GPU worker holds *its* GPU's
-    clocks. Module-level and built from plain values, so Ray can ship it to another node."""
-    from arbor.sandbox.gpu import ClockGuard, ClockTargets
-    from arbor.sandbox.gpu import open_backend
-
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES", "")
-    if device == "cuda" and visible and "," not in visible:  # a Ray actor's one GPU
-        device = f"cuda:{visible}"
-    runner = make_runner(kind, **opts)
-    try:
-        guard = ClockGuard(clocks, device, ClockTargets(*targets), backend_factory=partial(open_backend, gpu_backend))
-        guard.start()
-        runner.hooks.append(guard)
-    except BaseException:
-        runner.close()
-        raise
-    return runner
-
-
-def _guard_args(spec) -> tuple:  # type: ignore[no-untyped-def]
-    sb, t = spec.sandbox, spec.sandbox.clock_targets
-    device = str(getattr(spec.target, "device", "cpu") or "cpu")
-    return sb.clocks, device, (t.graphics_mhz, t.memory_mhz, t.tolerance_mhz, t.settle_s), sb.gpu_backend
-
-
-def _slot_runner_factory(spec):
-    kind, opts = spec.sandbox.kind, runner_options(spec)
-    clocks, device, targets, backend = _guard_args(spec)
-
-    def factory(slot) -> Runner:  # type: ignore[no-untyped-def]
-        o = dict(opts)
-        dev = f"cuda:{slot.gpu}" if slot.gpu is not None else device
-        if kind == "docker":
-            if slot.gpu is not None:
-                o["device"] = dev
-            elif slot.cores:
-                o["cpus"] = float(len(slot.cores))
-        return guarded_runner(kind, o, clocks, dev, targets, backend)
-
-    return factory
-
-
-def _remote_runner_factory(spec):
-    return partial(guarded_runner, spec.sandbox.kind, runner_options(spec), *_guard_args(spec))
 
 
 def open_executor(ctx: Context) -> Executor | None:
-    """The campaign's executor, or None for the serial loop (one local worker)."""
-    cfg = ctx.spec.executor
-    if not cfg.parallel:
-        return None
-    # a target whose measurement needs no device of this machine (a replay) reserves no core
-    device = str(getattr(ctx.spec.target, "device", "cpu") or "cpu") if ctx.target.uses_device else "none"
-    if cfg.kind == "ray":
-        from arbor.sandbox.executors.ray_executor import RayExecutor
-
-        return RayExecutor(cfg.workers, _remote_runner_factory(ctx.spec),
-                           address=cfg.address, resources_per_worker=cfg.resources_per_worker,
-                           hang_after_s=ctx.spec.sandbox.timeout_s + HANG_GRACE_S)
-    slots = plan_slots(cfg.workers, device, cfg.cores_per_worker)
-    return LocalExecutor(slots, _slot_runner_factory(ctx.spec))
+    """The campaign's executor, or None for the serial loop (one local worker); a module-level
+    name so a benchmark's virtual clock can stand in for it."""
+    return executor_for(ctx.spec, uses_device=ctx.target.uses_device)
 
 
-def open_parallel(ctx: Context) -> "Parallel | None":
+def open_measurer(ctx: Context) -> Measurer:
+    """The measurer ``spec.executor`` asks for: ``Parallel`` on an executor, else the serial one."""
     executor = open_executor(ctx)
     if executor is None:
-        return None
+        return SerialMeasurer(ctx)
     ctx.store.append_event(ctx.cid, "executor", {"kind": executor.kind, "workers": executor.workers,
                                                  "describe": executor.describe()}, agent="loop")
     ctx.report("sandbox_info", {"text": executor.describe()})
     return Parallel(ctx, executor)
 
 
-def close_parallel(ctx: Context, wait: bool = True) -> None:
-    par, ctx.parallel = ctx.parallel, None
-    if par is not None:
-        par.close(wait=wait)
+def close_measurer(ctx: Context, wait: bool = True) -> None:
+    """Close the campaign's measurer (its workers), leaving a serial one in its place."""
+    m, ctx.measurer = ctx.measurer, SerialMeasurer(ctx)
+    m.close(wait=wait)
 
 
-class Parallel:
+class Parallel(Measurer):
     """The executor plus what this process knows about the measurements it has in flight."""
 
     def __init__(self, ctx: Context, executor: Executor):
@@ -223,10 +141,6 @@ class Parallel:
         ctx.store.append_event(ctx.cid, "deferred", {"reason": reason}, node_id=node_id, agent="loop")
         ctx.report("sandbox_info", {"text": f"node {node_id} left queued for a later run: {reason}"})
         return True
-
-    def out_of_time(self) -> str | None:
-        """The stop reason of a deferred dispatch, once one was deferred."""
-        return next(iter(self.deferred.values()), None)
 
     def early_start(self) -> bool:
         """Whether the baseline's children may be proposed and measured while the baseline itself
@@ -436,54 +350,38 @@ class Parallel:
             ctx.count_evaluation()
         return f.node_id
 
+    def measure(self, state: dict) -> dict:
+        return measure(self, state)
+
+    def ahead_s(self, expected: dict[str, float]) -> float:
+        """A dispatch's chain and what is in flight, or the final verification, whichever is longer."""
+        return max(timing.dispatch_ahead_s(self.ctx), expected["verify_s"]) if expected["step_s"] else 0.0
+
+    def flying(self) -> Iterable[Flight]:
+        return self.flights.values()
+
+    def at_once(self, n: int) -> int:
+        return n  # each on its own worker
+
+    def finals(self, nodes: list, jobs: list[tuple[int, int]]) -> dict[tuple[int, int], dict]:
+        return verify_measure(self, jobs)
+
+    def reprobe(self) -> bool:
+        ctx = self.ctx
+        return measure_one.reprobe_reference(
+            ctx, lambda root, attempt: verify_measure(self, [(root.id, attempt)], report=False).get((root.id, attempt)))
+
+    def verify_ahead(self, best, wanted: int) -> int:  # type: ignore[no-untyped-def]
+        """Free workers take ``best``'s missing final measurements (``verify.verify_ahead``)."""
+        if not VERIFY_AHEAD:
+            return 0
+        have = sum(1 for m in self.ctx.store.measurements(best.id) if m.status == "ok") + self.finals_in_flight(best.id)
+        n = max(0, min(wanted - have, self.executor.free_slots()))
+        for _ in range(n):
+            self.submit_final(best.id)
+        return n
+
     def close(self, wait: bool = True) -> None:
         self._stop.set()
         self._beat.join(timeout=5)
         self.executor.close(wait=wait)
-
-
-def measure(ctx: Context, state: dict) -> dict:
-    """Submit every queued node of this step; wait only when no worker is free or nothing new was
-    submitted (so the loop never spins); return the nodes whose measurement just ended."""
-    par: Parallel = ctx.parallel
-    submitted = 0
-    for nid in state.get("node_ids", []):
-        if nid in par.flights or ctx.store.get_node(nid).state != "queued":
-            continue
-        if par.executor.free_slots() <= 0:
-            break  # stays queued: select hands it back once a worker frees up
-        if nid in par.deferred or par.defer_for_time(nid):
-            continue  # would end after max_wall_s: left queued for a later run
-        par.submit(nid)
-        submitted += 1
-    # measured nodes a dead run left go on to the Critic; queued ones that found no free worker
-    # bring the graph back here (critique → measure), which then waits for a worker
-    ids = [nid for nid in state.get("node_ids", []) if nid not in par.flights and nid not in par.deferred]
-    ready = any(ctx.store.get_node(nid).state == "measured" for nid in ids)  # the Critic need not wait
-    if par.flights and not ready and (par.executor.free_slots() <= 0 or submitted == 0):
-        for done in par.executor.collect():
-            nid = par.record(done)
-            if nid is not None and nid not in ids:
-                ids.append(nid)
-    return {"node_ids": ids}
-
-
-def verify_measure(ctx: Context, jobs: list[tuple[int, int]], report: bool = True) -> dict[tuple[int, int], dict]:
-    """Final verification's measurements — (node id, attempt) pairs — on every worker at once
-    (``report``: False when the caller names the measurement itself, a baseline probe)."""
-    par: Parallel = ctx.parallel
-    tasks = []
-    for nid, attempt in jobs:
-        node = ctx.store.get_node(nid)
-        if report:
-            ctx.report("measuring", {"node": node, "attempt": attempt, "purpose": "final"})
-        tasks.append(((nid, attempt), measure_task(ctx, ctx.source(node.artifact_sha))))
-    out: dict[tuple[int, int], dict] = {}
-    for _ in range(2):  # a lost worker's task runs once more; lost twice, it is left out
-        for done in par.executor.map(tasks):
-            if done.exception is not None:
-                raise done.exception
-            if done.lost is None:
-                out[done.key] = done.result
-        tasks = [(k, t) for k, t in tasks if k not in out]
-    return out

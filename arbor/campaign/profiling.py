@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from arbor.agents.specialists.kernel_heuristic import MAX_PROFILE_RISE
 from arbor.sandbox.gpu import cached_cpu_peak, gpu_peak, merge_peaks
-from arbor.sandbox.profiling import format_profile, run_profile
+from arbor.sandbox.kernel.profile_job import format_profile, run_profile
 
 from .context import Context
 

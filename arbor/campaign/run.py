@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from arbor.sandbox.proctree import pid_alive
+from arbor.sandbox.runners.proctree import pid_alive
 from arbor.search_tree import open_store
 from arbor.search_tree.sql.errors import first_line
 from arbor.search_tree.store import CampaignBusy, Store
@@ -22,7 +22,8 @@ from .agent_setup import build_agents
 from .context import Context
 from .graph import run_loop
 from .run_guard import Heartbeat, new_owner
-from .parallel import close_parallel, open_parallel
+from .parallel import close_measurer, open_measurer
+from .serial import SerialMeasurer
 from .profiling import restore_profile
 from .sandbox_setup import open_sandbox
 from .final_best import pick
@@ -90,6 +91,7 @@ def build_context(spec: CampaignSpec, store: Store, report: Callable[[str, dict]
     ctx = Context(spec=spec, store=store, campaign=campaign, target=target, runner=runner,
                   critic=agents.critic, orchestrator=agents.orchestrator, specialist=agents.specialist,
                   report=report, llm=agents.llm, owner=owner)
+    ctx.measurer = SerialMeasurer(ctx)  # until run_campaign opens the one spec.executor asks for
     for ev in store.events(campaign.id, limit=1_000_000, kinds=["baseline"]):
         ctx.set_noise_floor(float(ev.payload.get("noise_floor", 0.0)))
     restore_profile(ctx)
@@ -132,7 +134,7 @@ def run_campaign(spec: CampaignSpec, report: Callable[[str, dict], None], store:
         if requeued:
             report("requeued", {"nodes": requeued})
         ensure_root(ctx)
-        ctx.parallel = open_parallel(ctx)
+        ctx.measurer = open_measurer(ctx)
         store.update_campaign(ctx.cid, status="running")
         store.append_event(ctx.cid, "run_started", {"owner": ctx.owner, "requeued": requeued}, agent="loop")
         steps_done = max((n.step for n in store.nodes(ctx.cid)), default=0) + 1
@@ -140,7 +142,7 @@ def run_campaign(spec: CampaignSpec, report: Callable[[str, dict], None], store:
             with Heartbeat(ctx, HEARTBEAT_S):
                 reason = run_loop(ctx, spec.runs_dir() / "checkpoints.sqlite", steps_done)
         except KeyboardInterrupt as stop:
-            close_parallel(ctx, wait=False)
+            close_measurer(ctx, wait=False)
             ctx.flush_elapsed()
             by = f"stopped by {stop.args[0]}" if stop.args else "interrupted by the user"  # SIGTERM/SIGHUP
             store.update_campaign(ctx.cid, status="interrupted", stop_reason=by)
@@ -160,7 +162,7 @@ def run_campaign(spec: CampaignSpec, report: Callable[[str, dict], None], store:
         return summarize(store, spec.name, write_best_to=spec.runs_dir())
     finally:
         if ctx is not None:
-            close_parallel(ctx)
+            close_measurer(ctx)
             ctx.runner.close()  # idempotent; also covers a failure before the loop started
             # the store itself may have failed: a dead owner's lease is taken over anyway
             _best_effort(lambda: store.release_campaign(ctx.cid, ctx.owner))

@@ -19,32 +19,15 @@ from typing import Callable
 
 from arbor.sandbox.gpu import ClockGuard, ClockTargets, owner_alive
 from arbor.sandbox.gpu import ClockError, open_backend
-from arbor.sandbox.runner import Runner, SandboxError, make_runner
+from arbor.spec_runners import runner_for, spec_device
+from arbor.sandbox.runner import Runner, SandboxError
 from arbor.search_tree.store import Store
 
 from arbor.spec import CampaignSpec
 
-__all__ = ["open_sandbox", "runner_options", "restore_stale_clocks"]
+__all__ = ["open_sandbox", "restore_stale_clocks"]
 
 Report = Callable[[str, dict], None]
-
-
-def _device(spec: CampaignSpec) -> str:
-    return str(getattr(spec.target, "device", "cpu") or "cpu")
-
-
-def runner_options(spec: CampaignSpec) -> dict:
-    """``make_runner`` keyword arguments for ``spec.sandbox`` (kind-specific)."""
-    sb = spec.sandbox
-    max_file = int(sb.max_file_mb * (1 << 20)) if sb.max_file_mb else None
-    if sb.kind == "docker":
-        d = sb.docker
-        return dict(image=d.image, campaign=spec.name, device=_device(spec), memory_gb=sb.memory_gb,
-                    cpus=d.cpus, pids_limit=d.pids_limit, tmpfs_mb=d.tmpfs_mb, warm=d.warm, build=d.build,
-                    base_url=d.base_url, python=d.python, max_open_files=sb.max_open_files,
-                    max_file_bytes=max_file)
-    return dict(network=sb.network, filesystem=sb.filesystem, max_processes=sb.max_processes,
-                max_open_files=sb.max_open_files, max_file_bytes=max_file, device=_device(spec))
 
 
 def restore_stale_clocks(store: Store, campaign_id: int, backend_factory: Callable, report: Report) -> int:
@@ -91,7 +74,7 @@ def _make_runner(spec: CampaignSpec, store: Store, campaign_id: int) -> Runner:
     """The runner; for a GPU device its constructor first checks that the device starts inside
     it (``sandbox.gpu.check_device``). A check that stops the campaign is recorded too."""
     try:
-        return make_runner(spec.sandbox.kind, **runner_options(spec))
+        return runner_for(spec, guarded=False)  # the guard below records its locks
     except SandboxError as exc:
         store.append_event(campaign_id, "sandbox_notice", {"text": str(exc), "runner": spec.sandbox.kind,
                                                            "stopped": True}, agent="sandbox")
@@ -131,7 +114,7 @@ def open_sandbox(spec: CampaignSpec, store: Store, campaign_id: int, report: Rep
                                agent="sandbox")
             report("sandbox_warning", {"text": text})
 
-        device = _device(spec)
+        device = spec_device(spec)
         if device.startswith("cuda"):
             restore_stale_clocks(store, campaign_id, backend_factory, report)
         guard = ClockGuard(sb.clocks, device, ClockTargets(t.graphics_mhz, t.memory_mhz, t.tolerance_mhz,

@@ -214,6 +214,13 @@ def node_seconds(store, node_id: int) -> float | None:  # type: ignore[no-untype
     return statistics.median(ms[-1].candidate_samples) if ms else None
 
 
+@dataclass
+class SolCache:
+    """The running campaign's position, kept until its key changes (``Context.speed_of_light``)."""
+    key: tuple | None = None  # (baseline, its measurement count, best)
+    position: Position | None = None
+
+
 def for_context(ctx) -> Position | None:  # type: ignore[no-untyped-def]
     """The running campaign's position, computed again when the baseline is measured again or a
     new best brings newer peaks."""
@@ -222,7 +229,7 @@ def for_context(ctx) -> Position | None:  # type: ignore[no-untyped-def]
         return None
     best = ctx.index.best()
     key = (root, len(ctx.store.measurements(root)), best.id if best is not None else None)
-    if ctx.speed_of_light.get("key") != key:
-        ctx.speed_of_light.update(key=key, position=reference_position(ctx.store, root,
-                                                                       best.id if best is not None else None))
-    return ctx.speed_of_light["position"]
+    cache = ctx.speed_of_light
+    if cache.key != key:
+        cache.key, cache.position = key, reference_position(ctx.store, root, best.id if best is not None else None)
+    return cache.position

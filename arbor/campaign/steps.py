@@ -18,11 +18,9 @@ from arbor.agents.priors import MEASURED
 from arbor.search_tree.records import NodeRecord
 from arbor.search_tree.store import CampaignBusy, DuplicateArtifact
 
-from . import auto_retry, knowledge, measure_one, speed_of_light, store_retry, timing
+from . import auto_retry, knowledge, speed_of_light, timing
 from .context import Context
-from .parallel import measure as measure_parallel
 from .profiling import record_profile
-from .purposes import next_purpose, reference_drifted
 from .stopping import exhausted_reason, headroom, llm_stop_reason, stop_reason
 from .verify import run_final_verification, verify_ahead
 
@@ -49,19 +47,19 @@ def select(ctx: Context, state: LoopState) -> LoopState:
     if ctx.lease_lost:  # we stalled past the stale limit and another run took over: it writes now
         raise CampaignBusy("this run stalled and another `arbor run` took the campaign over — "
                            "stopping here; the other run carries on")
-    flying = ctx.parallel.in_flight() if ctx.parallel is not None else ()
-    deferred = ctx.parallel.deferred if ctx.parallel is not None else ctx.deferred  # left queued: no time for them
+    flying = ctx.measurer.in_flight()
+    deferred = ctx.measurer.deferred  # left queued: no time for them
     pending = [n.id for n in ctx.store.nodes(ctx.cid, states=PENDING) if n.id not in flying and n.id not in deferred]
     if pending:  # finish what a previous step (or a dead process) left half-way
         return {"parent_id": None, "node_ids": pending, "stop_reason": None}
     idx = ctx.index
     idx.refresh(ctx.store)
     elapsed = ctx.flush_elapsed()
-    evals = ctx.evaluations() + (ctx.parallel.pending_evaluations() if flying else 0)
+    evals = ctx.evaluations() + ctx.measurer.pending_evaluations()
     sol = speed_of_light.for_context(ctx) if ctx.spec.budget.sol_margin is not None else None
     reason = stop_reason(ctx.spec.budget, idx, evals, elapsed, timing.ahead_s(ctx), sol) or llm_stop_reason(ctx.llm)
     if reason is None:  # a candidate was left queued: it would not fit
-        reason = ctx.parallel.out_of_time() if ctx.parallel is not None else next(iter(ctx.deferred.values()), None)
+        reason = ctx.measurer.out_of_time()
     if (reason is not None or idx.root() is None) and flying:  # no new work: wait for what is in flight
         verify_ahead(ctx)  # and give free workers the best's final measurements meanwhile
         return {"parent_id": None, "node_ids": [], "stop_reason": None}
@@ -72,7 +70,7 @@ def select(ctx: Context, state: LoopState) -> LoopState:
         # the index (just refreshed) rules out almost every sha without a query; the store confirms
         is_known = lambda sha: idx.has_artifact(sha) and ctx.store.find_node(ctx.cid, sha) is not None  # noqa: E731
         sel = None
-        focus = ctx.parallel.focus_row() if ctx.parallel is not None else None
+        focus = ctx.measurer.focus_row()
         if focus is not None:  # several workers: the believed best keeps its share of them
             idx.focus = focus
             try:
@@ -82,7 +80,7 @@ def select(ctx: Context, state: LoopState) -> LoopState:
         if sel is None:
             sel = ctx.orchestrator.select(idx, ctx.source, is_known, state.get("step", 0))
         if sel is None and flying:  # free workers: bet on a node still being measured
-            sel = ctx.parallel.select_in_flight(state.get("step", 0))
+            sel = ctx.measurer.select_in_flight(state.get("step", 0))
         if sel is None:  # the fixed moves are spent: a generated kernel's schedule space, if there is headroom
             left, bound = headroom(sol if sol is not None else speed_of_light.for_context(ctx), idx.best_speedup())
             sel, why_not = ctx.orchestrator.schedule_space(idx, ctx.source, is_known, left, bound)
@@ -151,47 +149,8 @@ def guard(ctx: Context, state: LoopState) -> LoopState:
 
 # --- measure ---------------------------------------------------------------------------
 def measure(ctx: Context, state: LoopState) -> LoopState:
-    if ctx.parallel is not None:  # several workers: submit, and wait only when none is free
-        return measure_parallel(ctx, state)
-    for nid in state.get("node_ids", []):
-        node = ctx.store.get_node(nid)
-        if node.state != "queued" or nid in ctx.deferred:
-            continue
-        attempt = len(ctx.store.measurements(nid)) + 1
-        if attempt == 1 and node.parent_id is not None and _defer_for_time(ctx, node):
-            continue
-        purpose = next_purpose(ctx, nid)
-        if purpose == "remeasure" and reference_drifted(ctx.store.verdicts(nid)[-1]):
-            measure_one.reprobe_reference(ctx)
-        ctx.store.start_running(nid, ctx.owner)
-        spilled = store_retry.take_spilled(ctx.spec.runs_dir(), nid, attempt)  # a store refused it
-        if spilled is not None:
-            purpose, result = spilled["purpose"], spilled["result"]
-        else:
-            e = timing.expected(ctx)  # once: it reads the campaign's measurements
-            ctx.report("measuring", {"node": node, "attempt": attempt, "purpose": purpose,
-                                     "expected_s": e["measurement_s"] or None,
-                                     "eta_s": timing.eta_s(ctx, ctx.flush_elapsed(), e)})
-            result = measure_one.measure_beating(ctx, node.artifact_sha)
-        measure_one.record(ctx, nid, attempt, purpose, result)
-        if attempt == 1 and node.parent_id is not None:
-            ctx.count_evaluation()
-    return {}
-
-
-def _defer_for_time(ctx: Context, node: NodeRecord) -> bool:
-    """The serial loop's check of a proposed candidate's own kind, before its first measurement:
-    the step began because the *median* step fitted, but a candidate that builds a C++ extension
-    in every measurement (~30 s each, its confirmation and final too) can be several of them; one
-    started at 201 s of 240 ended the campaign at 315 s. It stays queued for a later run, and the
-    reason becomes the stop reason (as with several workers: ``Parallel.defer_for_time``)."""
-    reason = timing.dispatch_fits(ctx, ctx.source(node.artifact_sha))
-    if reason is None:
-        return False
-    ctx.deferred[node.id] = reason
-    ctx.store.append_event(ctx.cid, "deferred", {"reason": reason}, node_id=node.id, agent="loop")
-    ctx.report("sandbox_info", {"text": f"node {node.id} left queued for a later run: {reason}"})
-    return True
+    """One at a time here (``serial``), or handed to free workers (``parallel``)."""
+    return ctx.measurer.measure(state)  # type: ignore[return-value]
 
 
 # --- critique --------------------------------------------------------------------------
@@ -260,14 +219,12 @@ def critique(ctx: Context, state: LoopState) -> LoopState:
         if node.state != "measured":
             continue
         ctx.index.refresh(ctx.store)  # the best so far decides whether a win needs confirming
-        if ctx.parallel is not None and ctx.parallel.hold(node):  # measured before the baseline's verdict
+        if ctx.measurer.hold(node):  # e.g. measured before the baseline's verdict
             continue
         ev, m = _evidence(ctx, node)
-        if ctx.parallel is not None:  # wins still being confirmed count as the best to beat
-            ev = ctx.parallel.evidence(node.id, ev)
+        ev = ctx.measurer.evidence(node.id, ev)  # e.g. wins still being confirmed count as the best to beat
         j = ctx.target.judge(ctx.critic, ev, m)
-        if ctx.parallel is not None:
-            ctx.parallel.judged(node.id, j)
+        ctx.measurer.judged(node.id, j)
         # An LLM Critic may add a root-cause narrative, never change the verdict; the parent's
         # source is read only by a critic that asks for it.
         j = ctx.critic.narrate(node, j, ctx.source(node.artifact_sha), lambda: _parent_source(ctx, node), m)
@@ -306,7 +263,8 @@ def _finish(ctx: Context, node: NodeRecord, j: Judgement, measurement_id: int | 
 def requeued(ctx: Context, state: LoopState) -> bool:
     """Queued nodes of this step still to measure (a node left queued for want of time is not:
     measuring it again would loop here forever)."""
-    return any(n not in ctx.deferred and ctx.store.get_node(n).state == "queued" for n in state.get("node_ids", []))
+    return any(n not in ctx.measurer.deferred and ctx.store.get_node(n).state == "queued"
+               for n in state.get("node_ids", []))
 
 
 # --- update ----------------------------------------------------------------------------

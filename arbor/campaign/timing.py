@@ -27,7 +27,7 @@ import statistics
 import time
 from collections import defaultdict
 
-from arbor.sandbox.compile_cache import uses_compiler, uses_extension
+from arbor.sandbox.kernel.compile_store import uses_compiler, uses_extension
 
 from .context import Context
 from .final_count import counted
@@ -93,10 +93,7 @@ def verify_lacks(ctx: Context, wanted: int) -> int:
 def ahead_s(ctx: Context) -> float:
     """Seconds the next step plus the final verification are expected to take (with several
     workers: a dispatch's chain and what is in flight, ``dispatch_ahead_s``)."""
-    e = expected(ctx)
-    if ctx.parallel is not None:
-        return max(dispatch_ahead_s(ctx), e["verify_s"]) if e["step_s"] else 0.0
-    return e["step_s"] + e["verify_s"]
+    return ctx.measurer.ahead_s(expected(ctx))
 
 
 def eta_s(ctx: Context, elapsed_s: float, e: dict[str, float] | None = None) -> float | None:
@@ -226,14 +223,13 @@ def dispatch_ahead_s(ctx: Context, source: str | None = None) -> float:
     # not known yet (the step's check, before anything is proposed): the kind that could still fit;
     # the dispatch itself checks the candidate's own kind (parallel.Parallel.defer_for_time)
     kinds = [kind_of_source(source)] if source is not None else list(KINDS)
-    par = ctx.parallel
-    lag = par.lag_s() if par is not None else 0.0  # the loop's own share of each measurement
+    lag = ctx.measurer.lag_s()  # the loop's own share of each measurement
     steps = 2 if ctx.spec.critic.confirm_new_best else 1
     new = min(chain_s(ctx, k, 1, durations) for k in kinds)
     finals = min(durations[k]["first"] * durations[k]["ratio"] for k in kinds)
     now = time.monotonic()
     flying = 0.0
-    for f in (getattr(par, "flights", None) or {}).values():
+    for f in ctx.measurer.flying():
         kind = durations["kind_of"].get(f.node_id) or _kind(ctx, ctx.store.get_node(f.node_id).artifact_sha)
         n = steps if f.attempt == 1 else 1
         flying = max(flying, f.started + chain_s(ctx, kind, f.attempt, durations, f.node_id) + n * lag - now)

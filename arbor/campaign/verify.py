@@ -34,10 +34,9 @@ from dataclasses import asdict, dataclass, field
 
 from arbor.search_tree.records import MeasurementRecord, NodeRecord
 
-from . import compile_times, measure_one, timing
+from . import compile_times, timing
 from .final_count import Rule, counted, ratio, rule
 from .context import Context
-from .parallel import VERIFY_AHEAD, verify_measure
 
 MAX_VERIFIED = 3  # the best and at most two contenders
 SHORTLIST = 20  # contenders are looked for among the best accepted nodes by value
@@ -113,10 +112,7 @@ def _fits(ctx: Context, node_id: int, n: int) -> bool:
 
 def _reprobe(ctx: Context) -> bool:
     """The baseline measured again, here or on a worker."""
-    if ctx.parallel is None:
-        return measure_one.reprobe_reference(ctx)
-    return measure_one.reprobe_reference(
-        ctx, lambda root, attempt: verify_measure(ctx, [(root.id, attempt)], report=False).get((root.id, attempt)))
+    return ctx.measurer.reprobe()
 
 
 def _next_attempt(ms: list[MeasurementRecord]) -> int:
@@ -131,29 +127,19 @@ def verify_ahead(ctx: Context) -> int:
     final measurements now instead of idling until the final verification measures them alone.
     If a candidate still in flight becomes the best, these measurements were taken on workers
     that had nothing else to do, and the old best remains a contender. Returns how many started."""
-    par = ctx.parallel
     wanted = ctx.spec.critic.final_measurements
     best = ctx.index.best()
-    if par is None or not VERIFY_AHEAD or wanted < 2 or not ctx.target.verify_best or best is None or best.parent_id is None:
+    if wanted < 2 or not ctx.target.verify_best or best is None or best.parent_id is None:
         return 0
-    have = sum(1 for m in ctx.store.measurements(best.id) if m.status == "ok") + par.finals_in_flight(best.id)
-    n = max(0, min(wanted - have, par.executor.free_slots()))
-    for _ in range(n):
-        par.submit_final(best.id)
-    return n
+    return ctx.measurer.verify_ahead(best, wanted)
 
 
 def _final_results(ctx: Context, node: NodeRecord, attempt: int, missing: int) -> list[dict]:
     """The next final measurement — or, with several workers, all ``missing`` ones at once, each on
     its own worker (attempt numbers are reserved in order, so a resumed run never reuses one)."""
-    if ctx.parallel is not None and missing > 1:
-        jobs = [(node.id, attempt + i) for i in range(missing)]
-        got = verify_measure(ctx, jobs)
-        return [got[j] for j in jobs if j in got]
-    if ctx.parallel is not None:  # verify_measure reports it
-        return list(verify_measure(ctx, [(node.id, attempt)]).values())
-    ctx.report("measuring", {"node": node, "attempt": attempt, "purpose": "final", "phase": "verify"})
-    return [measure_one.measure_beating(ctx, node.artifact_sha)]
+    jobs = [(node.id, attempt + i) for i in range(ctx.measurer.at_once(missing))]
+    got = ctx.measurer.finals([node] * len(jobs), jobs)
+    return [got[j] for j in jobs if j in got]
 
 
 def _best_single(ctx: Context, node: NodeRecord, ref: Rule) -> float:
@@ -261,7 +247,7 @@ def _paired(ctx: Context, a: NodeRecord, b: NodeRecord, rounds: int, ref: Rule) 
     was not correct (then the pairing ends)."""
     ratios: list[float] = []
     for i in range(rounds):
-        if not _fits(ctx, b.id, 1 if ctx.parallel is not None else 2):
+        if not _fits(ctx, b.id, 2 // ctx.measurer.at_once(2)):  # a round: both together, or one after the other
             break
         order = (a, b) if i % 2 == 0 else (b, a)
         jobs = [(n.id, _next_attempt(ctx.store.measurements(n.id))) for n in order]
@@ -282,9 +268,7 @@ def _paired(ctx: Context, a: NodeRecord, b: NodeRecord, rounds: int, ref: Rule) 
 
 def _pair_results(ctx: Context, order: tuple[NodeRecord, NodeRecord], jobs: list[tuple[int, int]]) -> dict:
     """Both of a round's measurements: with several workers at once, else one after the other."""
-    if ctx.parallel is not None:
-        return verify_measure(ctx, jobs)
-    return {job: _final_results(ctx, node, job[1], 1)[0] for node, job in zip(order, jobs)}
+    return ctx.measurer.finals(list(order), jobs)
 
 
 def _time_for(ctx: Context, node: NodeRecord, wanted: int, ref: Rule) -> bool:

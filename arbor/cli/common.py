@@ -30,7 +30,7 @@ def user_errors() -> tuple[type[BaseException], ...]:
     if isinstance(sys.exc_info()[1], (KeyboardInterrupt, SystemExit)):
         return ()
     from arbor.agents.skills import SkillError
-    from arbor.sandbox.problem import ProblemError
+    from arbor.sandbox.kernel.problem import ProblemError
     from arbor.sandbox.runner import SandboxError
     from arbor.search_tree.knowledge import KnowledgeError
     from arbor.search_tree.store import StoreError

@@ -59,8 +59,8 @@ def _gpu(mode: str, device: str, backend_pref: str) -> list[Check]:
 
 
 def _local_isolation() -> list[Check]:
-    from arbor.sandbox import isolation
-    from arbor.sandbox.proctree import cgroup_available
+    from arbor.sandbox.runners import isolation
+    from arbor.sandbox.runners.proctree import cgroup_available
 
     k = isolation.kernel_support()
     abi = k.landlock_abi
@@ -85,8 +85,8 @@ def _docker(kind: str, image: str, device: str, base_url: str | None) -> list[Ch
     needed = kind == "docker"
     bad = "fail" if needed else "skip"
     try:
-        from arbor.sandbox.docker_runner import connect
-        from arbor.sandbox.images import image_status, resolve_image
+        from arbor.sandbox.runners.docker import connect
+        from arbor.sandbox.runners.images import image_status, resolve_image
         from arbor.sandbox.runner import SandboxError
     except ImportError:
         return [Check("docker", bad, "the docker SDK is not installed", "pip install 'arbor-opt[docker]'")]
@@ -102,7 +102,7 @@ def _docker(kind: str, image: str, device: str, base_url: str | None) -> list[Ch
     rows.append(Check("docker image", "ok" if present else ("warn" if plan.recipe == "host" else bad), why,
                       "" if present or plan.recipe == "host" else why.split(" — ")[-1]))
     if device.startswith("cuda"):
-        from arbor.sandbox.docker_runner import gpu_support
+        from arbor.sandbox.runners.docker import gpu_support
 
         ok = gpu_support(client)
         rows.append(Check("docker gpu", "ok" if ok else bad, "NVIDIA container runtime present" if ok else

@@ -55,9 +55,9 @@ def sandbox_device_checks(spec, device: str) -> list[Check]:  # type: ignore[no-
     name = "device in sandbox"
     try:
         if sb.kind == "docker":
-            from arbor.campaign.sandbox_setup import runner_options
+            from arbor.spec_runners import runner_for
 
-            runner = make_runner("docker", **{**runner_options(spec), "build": False, "device_check": False})
+            runner = runner_for(spec, guarded=False, kind="docker", build=False, device_check=False)
         else:
             runner = make_runner("local", network=sb.network, filesystem=sb.filesystem, device_check=False)
     except SandboxError as exc:  # the docker rows above say why

@@ -316,7 +316,7 @@ def print_node(console: Console, d: dict) -> None:
                       f"{len(b)} baseline / {len(c)} candidate samples, {m['duration_s']:.1f} s"
                       f"{compile_line((m.get('stats') or {}).get('compile'))}")
     if d.get("profile"):
-        from arbor.sandbox.profiling import format_profile
+        from arbor.sandbox.kernel.profile_job import format_profile
 
         console.print(Text(format_profile(d["profile"])))
     console.rule("diff against parent" if d["diff"] else "source")

@@ -106,15 +106,14 @@ class _Prefetched(KernelAdapter):
 
 def _prefetch(target: _Prefetched, sources: list[str], workers: int, batch: int,
               done: Callable[[int], None]) -> None:
-    from arbor.campaign.parallel import _guard_args, guarded_runner
-    from arbor.campaign.sandbox_setup import runner_options
-    from arbor.sandbox.kernel_protocol import measure_kernels
+    from arbor.spec_runners import runner_for
+    from arbor.sandbox.kernel.protocol import measure_kernels
 
     spec = target.spec
     chunks = [sources[i:i + batch] for i in range(0, len(sources), batch)]
 
     def one(chunk: list[str]) -> None:
-        runner = guarded_runner(spec.sandbox.kind, runner_options(spec), *_guard_args(spec))
+        runner = runner_for(spec)
         try:
             for src, m in zip(chunk, measure_kernels(runner, [target.request(s) for s in chunk])):
                 target.ready[src] = m.to_dict()

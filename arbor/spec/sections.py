@@ -45,7 +45,7 @@ class Budget(Strict):
 
 
 class DockerOptions(Strict):
-    """``sandbox.kind: docker`` settings (see sandbox/docker_runner.py)."""
+    """``sandbox.kind: docker`` settings (see sandbox/runners/docker.py)."""
 
     image: str = Field(default="host", min_length=1,
                        description="host | cpu | cuda (recipes in sandbox/dockerfiles) or a local image")

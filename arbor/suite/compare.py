@@ -10,10 +10,9 @@ from __future__ import annotations
 import statistics
 
 from arbor.agents.transforms import apply_move, to_modelnew
-from arbor.sandbox.kernel_protocol import measure_kernels
-from arbor.sandbox.runner import make_runner
+from arbor.spec_runners import runner_for
+from arbor.sandbox.kernel.protocol import measure_kernels
 
-from arbor.campaign.sandbox_setup import runner_options
 from ..spec import CampaignSpec
 from ..targets import make_adapter
 
@@ -36,7 +35,7 @@ def compare(spec: CampaignSpec, best_source: str | None) -> dict:
     base = to_modelnew(adapter.problem.source)
     sources = {"eager": base, "compile": compile_default(base), "best": best_source}
     names = [k for k, v in sources.items() if v is not None]
-    runner = make_runner(spec.sandbox.kind, **runner_options(spec))
+    runner = runner_for(spec, guarded=False)
     try:
         results = measure_kernels(runner, [adapter.request(sources[k]) for k in names])
     finally:

@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from arbor.sandbox.problem import ProblemError, load_problem
+from arbor.sandbox.kernel.problem import ProblemError, load_problem
 
 _LEVEL_DIR = re.compile(r"level[_-]?(\d+)$", re.IGNORECASE)
 _LEVEL_PREFIX = re.compile(r"^l(\d+)_(\d+)_")

@@ -9,8 +9,8 @@ from arbor.agents.critic.gates import Evidence
 from arbor.agents.skills import MoveSpec, SkillSpec, kernel_moves
 from arbor.agents.specialists.applicability import drop_noops
 from arbor.agents.transforms import to_modelnew
-from arbor.sandbox.kernel_protocol import KernelRequest, measure_kernel, prewarm
-from arbor.sandbox.problem import Problem, load_problem
+from arbor.sandbox.kernel.protocol import KernelRequest, measure_kernel, prewarm
+from arbor.sandbox.kernel.problem import Problem, load_problem
 from arbor.sandbox.runner import Runner
 from arbor.search_tree.records import MeasurementRecord
 

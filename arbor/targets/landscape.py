@@ -23,7 +23,7 @@ from typing import Literal, Union
 
 from pydantic import Field, PrivateAttr, ValidationError, model_validator
 
-from arbor.sandbox.problem import ProblemError
+from arbor.sandbox.kernel.problem import ProblemError
 from arbor.spec import Strict
 
 FORMAT = "arbor-landscape/1"

@@ -28,8 +28,8 @@ from typing import Callable
 from arbor.agents.skills import MoveSpec
 from arbor.agents.transforms import apply_move
 from arbor.agents.transforms.template import knob_values
-from arbor.sandbox.problem import ProblemError
-from arbor.sandbox.runner import make_runner
+from arbor.sandbox.kernel.problem import ProblemError
+from arbor.spec_runners import runner_for
 from arbor.spec import CampaignSpec
 
 from . import make_adapter
@@ -186,9 +186,7 @@ def record(spec: CampaignSpec, repeats: int, out: Path, name: str | None = None,
         campaign={"measurement": spec.measurement.model_dump(), "critic": spec.critic.model_dump(),
                   "target": spec.target.model_dump(mode="json")},
     )
-    from arbor.campaign.sandbox_setup import runner_options  # here: a sweep runs outside any campaign
-
-    runner = make_runner(spec.sandbox.kind, **runner_options(spec))
+    runner = runner_for(spec, guarded=False)
     rng = random.Random(seed)
     total, done, t0, waited = len(points) * repeats, 0, time.monotonic(), 0.0
     progress(f"recording {len(points)} points x {repeats} repeats of {spec.problem_path().name} "

@@ -28,7 +28,8 @@ from .devices import (ABOVE_PEAK_TOLERANCE, allowed_cores, bandwidth_at, cached_
                       gpu_peak, mark_cpu_peak_stale, merge_peaks, min_time_s, peak_for, sol_rates, speed_of_light,
                       store_cpu_peak, store_gpu_peak, within_peak)
 from .identity import check_identity, device_uuid
-from .probe import DEVICE_JOB, DeviceProbe, check_device
+from .device_check import check_device, require_device
+from .probe import DEVICE_JOB, DeviceProbe
 from .probe_cache import ProbeCache
 from .state import ClockError, GpuState, decode_throttle
 
@@ -36,4 +37,4 @@ __all__ = ["ClockGuard", "ClockTargets", "owner_alive", "GpuBackend", "open_back
            "GpuState", "decode_throttle", "check_identity", "device_uuid", "gpu_peak", "peak_for",
            "min_time_s", "cached_cpu_peak", "store_cpu_peak", "cached_gpu_peak", "store_gpu_peak", "sol_rates",
            "speed_of_light", "bandwidth_at", "flops_at", "within_peak", "ABOVE_PEAK_TOLERANCE", "allowed_cores",
-           "merge_peaks", "mark_cpu_peak_stale", "check_device", "DeviceProbe", "DEVICE_JOB", "ProbeCache"]
+           "merge_peaks", "mark_cpu_peak_stale", "check_device", "require_device", "DeviceProbe", "DEVICE_JOB", "ProbeCache"]

@@ -38,12 +38,12 @@ from dataclasses import dataclass, field
 from typing import Callable, ContextManager
 
 from . import watch
-from ..fingerprint import host_fingerprint
+from ..runners.host_facts import host_fingerprint
 from .control import BAD_THROTTLE_MASK, ClockError, GpuBackend, GpuState, open_backend
 from .identity import physical_key
 from .state import decode_throttle
 from ..runner import Job, JobResult
-from ..proctree import pid_alive
+from ..runners.proctree import pid_alive
 
 __all__ = ["ClockGuard", "ClockTargets", "ClockError", "MODES"]
 

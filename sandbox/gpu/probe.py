@@ -26,14 +26,12 @@ The result is cached per machine, driver and settings (``probe_cache.py``); a ch
 check inside its warm container (``check_container``).
 
 The decision (``decide``) sees only "run the device job under plan P → ok / error text", so it is
-tested with fakes; ``check_device`` wires it to a real runner. ``python -m arbor.sandbox.gpu.probe``
-prints every attempt as a JSON line (``scripts/gpu_check.sh`` keeps them).
+tested with fakes; ``device_check.py`` wires it to a real runner, and its command line (``python -m
+arbor.sandbox.gpu.device_check``) prints every attempt as a JSON line (``scripts/gpu_check.sh`` keeps them).
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import signal
 import subprocess
@@ -41,15 +39,15 @@ import sys
 import tempfile
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Callable, Protocol, runtime_checkable
+from typing import Callable
 
-from ..isolation import LAYERS, IsolationPlan, KernelSupport
-from ..jobio import scrubbed_env
+from ..runners.isolation import LAYERS, IsolationPlan, KernelSupport
+from ..runners.jobio import scrubbed_env
 from ..runner import Job, JobResult, SandboxError
 from .probe_cache import ProbeCache, probe_key
 
-__all__ = ["DEVICE_JOB", "DeviceProbe", "Attempt", "decide", "check_device", "check_local", "check_container",
-           "device_job", "job_outcome", "ProbeCache", "probe_key"]
+__all__ = ["DEVICE_JOB", "DeviceProbe", "Attempt", "decide", "device_job", "job_outcome", "run_bare", "ProbeCache",
+           "probe_key"]
 
 OK_MARK = "ARBOR_DEVICE_OK"
 # argv[1] is the device; ROCm builds of torch answer the same torch.cuda API
@@ -123,7 +121,7 @@ def device_job(device: str, code: str = DEVICE_JOB, timeout_s: float = TIMEOUT_S
     return Job([sys.executable, "-I", "-c", code, device], {}, timeout_s, memory_bytes=None)
 
 
-def _short(text: str, limit: int = 240) -> str:
+def short_text(text: str, limit: int = 240) -> str:
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
@@ -137,10 +135,10 @@ def job_outcome(returncode: int | None, stdout: str, stderr: str, timed_out: boo
         return True, ""
     lines = [ln.strip() for ln in stderr.splitlines() if ln.strip()]
     pick = next((ln for ln in reversed(lines) if "Error" in ln or "error" in ln), lines[-1] if lines else "")
-    return False, _short(pick or f"the device job exited with code {returncode} and said nothing")
+    return False, short_text(pick or f"the device job exited with code {returncode} and said nothing")
 
 
-def _outcome(res: JobResult, timeout_s: float) -> tuple[bool, str]:
+def job_result_outcome(res: JobResult, timeout_s: float) -> tuple[bool, str]:
     return job_outcome(res.returncode, res.stdout_tail, res.stderr_tail, res.timed_out, timeout_s)
 
 
@@ -184,7 +182,7 @@ class _Trials:
         try:
             ok, err = self.try_plan(plan)
         except SandboxError as exc:  # the runner could not even set the job up
-            ok, err = False, _short(str(exc))
+            ok, err = False, short_text(str(exc))
         a = Attempt(label, list(plan.layers) if plan is not None else [], ok, "" if ok else err,
                     round(time.monotonic() - t0, 3))
         self.attempts.append(a)
@@ -301,128 +299,10 @@ def decide(full: IsolationPlan, try_plan: TryPlan, *, device: str, network: str 
         return stop(f"{device} does not start {where} under the {named} ({error}), nor with "
                     f"{'it' if len(broken) == 1 else 'them'} replaced ({chosen.error})", "sandbox.kind: docker")
     probe.plan, probe.changes = plan.to_dict(), changes
-    probe.notice = (f"local sandbox: {device} does not start under the {named} ({_short(error, 120)}); "
+    probe.notice = (f"local sandbox: {device} does not start under the {named} ({short_text(error, 120)}); "
                     f"{'; '.join(changes)} — isolation now: {plan.describe()}")
     return probe
 
 
 _LOST = {"network": "network isolation (network: none)", "filesystem": "filesystem confinement (filesystem: isolate)",
          "signals": "protection of Arbor's own processes from the candidate's signals"}
-
-
-# ------------------------------------------------------------------------------------ runners
-@runtime_checkable
-class LayeredRunner(Protocol):
-    """A runner whose isolation is an ``IsolationPlan`` it can change (the local runner)."""
-
-    network: str
-    filesystem: str
-    kernel: KernelSupport
-    full_plan: IsolationPlan
-
-    def run_under(self, plan: IsolationPlan, job: Job) -> JobResult: ...
-
-    def adopt_plan(self, plan: IsolationPlan, notice: str | None = None) -> None: ...
-
-
-def _local_try(runner: LayeredRunner, device: str, code: str, timeout_s: float) -> TryPlan:
-    """Bare runs get the full time limit; sandboxed ones a few times what bare took (a layer that
-    makes the driver hang instead of fail must not cost minutes per attempt)."""
-    bare_s: list[float] = []
-
-    def attempt(plan: IsolationPlan | None) -> tuple[bool, str]:
-        if plan is None:
-            t0 = time.monotonic()
-            result = run_bare(device, code, timeout_s)
-            bare_s.append(time.monotonic() - t0)
-            return result
-        limit = min(timeout_s, max(MIN_SANDBOXED_TIMEOUT_S, 4 * bare_s[0])) if bare_s else timeout_s
-        try:
-            return _outcome(runner.run_under(plan, device_job(device, code, limit)), limit)
-        except (OSError, subprocess.SubprocessError) as exc:  # the child could not apply the plan
-            return False, _short(f"{type(exc).__name__}: {exc}")
-
-    return attempt
-
-
-def check_local(runner: LayeredRunner, device: str, *, try_plan: TryPlan | None = None,
-                cache: ProbeCache | None = None, code: str | None = None, timeout_s: float = TIMEOUT_S,
-                exhaustive: bool = False, on_attempt: Callable[[Attempt], None] | None = None) -> DeviceProbe:
-    """Probe (or recall) and make ``runner`` use the chosen plan; returns the findings."""
-    code = DEVICE_JOB if code is None else code
-    k = runner.kernel
-    key = probe_key(network=runner.network, filesystem=runner.filesystem, landlock_abi=k.landlock_abi,
-                    netns=k.netns, seccomp=k.seccomp, job_source=code, private_ns=k.private_ns)
-    if cache is None and try_plan is None:  # a fake's answers never reach the machine's cache
-        cache = ProbeCache()
-    stored = cache.get(key) if cache is not None and not exhaustive else None
-    if stored is not None and stored.get("full") == runner.full_plan.to_dict():
-        probe = DeviceProbe.from_dict(stored, cached=True)
-    else:
-        probe = decide(runner.full_plan, try_plan or _local_try(runner, device, code, timeout_s), device=device,
-                       network=runner.network, filesystem=runner.filesystem, kernel=k, exhaustive=exhaustive,
-                       on_attempt=on_attempt)
-        # a device absent even bare is not remembered: the next run checks again (a driver being fixed)
-        if cache is not None and probe.attempts and probe.attempts[0].ok:
-            cache.put(key, probe.to_dict())
-    if probe.chosen is not None:
-        runner.adopt_plan(probe.chosen, probe.notice)
-    return probe
-
-
-def check_container(runner, device: str, *, code: str | None = None,  # type: ignore[no-untyped-def]
-                    timeout_s: float = TIMEOUT_S) -> DeviceProbe:
-    """The device job in the runner's (warm) container: it starts, or the runner must stop."""
-    probe = DeviceProbe(device=device, runner=getattr(runner, "name", "docker"))
-    t0 = time.monotonic()
-    try:
-        # the container sees exactly the one GPU its device request names
-        ok, err = _outcome(runner.run(device_job("cuda", DEVICE_JOB if code is None else code, timeout_s)), timeout_s)
-    except SandboxError as exc:
-        ok, err = False, _short(str(exc).split(" — ")[0])
-    probe.attempts.append(Attempt("container", [], ok, err, round(time.monotonic() - t0, 3)))
-    if not ok:
-        probe.fix = DOCKER_FIX
-        probe.stop = f"{device} does not start inside the Docker sandbox container ({err}) — fix: {DOCKER_FIX}"
-    return probe
-
-
-def check_device(runner, device: str, **kw) -> DeviceProbe:  # type: ignore[no-untyped-def]
-    """The device check for any runner: layered (local) or whole (a container)."""
-    if isinstance(runner, LayeredRunner):
-        return check_local(runner, device, **kw)
-    kw.pop("cache", None)
-    kw.pop("try_plan", None)
-    kw.pop("exhaustive", None)
-    kw.pop("on_attempt", None)
-    return check_container(runner, device, **kw)
-
-
-# ------------------------------------------------------------------------------------ command line
-def main(argv: list[str] | None = None) -> int:
-    """``python -m arbor.sandbox.gpu.probe``: every attempt as a JSON line, then the choice.
-
-    Runs unattended: exhaustive (every layer alone and the full plan without each), never answered
-    from the cache (the result is written to it). Each attempt is printed when it ends, so a run
-    cut short still leaves its record. Exit code 0 when a plan starts the device, 1 when the
-    runner would stop."""
-    ap = argparse.ArgumentParser(prog="python -m arbor.sandbox.gpu.probe", description=main.__doc__)
-    ap.add_argument("--device", default="cuda")
-    ap.add_argument("--network", default="none", choices=("none", "host"))
-    ap.add_argument("--filesystem", default="isolate", choices=("isolate", "host"))
-    ap.add_argument("--timeout", type=float, default=TIMEOUT_S)
-    args = ap.parse_args(argv)
-    from ..local_runner import LocalRunner  # here only: the runner imports this package
-
-    with LocalRunner(network=args.network, filesystem=args.filesystem, device_check=False) as runner:
-        print(json.dumps({"kernel": asdict(runner.kernel), "full": runner.full_plan.to_dict(),
-                          "notices": runner.notices}), flush=True)
-        probe = check_local(runner, args.device, exhaustive=True, timeout_s=args.timeout,
-                            on_attempt=lambda a: print(json.dumps(asdict(a)), flush=True))
-    print(json.dumps({"chosen": probe.plan, "broken": probe.broken, "changes": probe.changes,
-                      "notice": probe.notice, "stop": probe.stop}), flush=True)
-    return 0 if probe.plan is not None else 1
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

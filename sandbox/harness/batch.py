@@ -19,7 +19,7 @@ import os
 import signal
 import sys
 import time
-from typing import Callable
+from typing import Any, Callable
 
 
 def _killpg(pgid: int) -> None:
@@ -48,8 +48,9 @@ def _wait(pid: int, timeout_s: float) -> dict:
     return {"returncode": os.WEXITSTATUS(status), "signal": None, "timed_out": timed_out}
 
 
-def run(entries: list[dict], measure: Callable[[dict, str], int]) -> int:
-    """``measure(request, result_path)`` runs in each child; its return value is the exit code."""
+def run(entries: list, measure: Callable[[Any, str], int]) -> int:
+    """``measure(request, result_path)`` runs in each child (a request.py ``MeasureRequest``); its
+    return value is the exit code."""
     for i, req in enumerate(entries):
         t0 = time.monotonic()
         pid = os.fork()
@@ -65,7 +66,7 @@ def run(entries: list[dict], measure: Callable[[dict, str], int]) -> int:
                 sys.stdout.flush()
                 sys.stderr.flush()
                 os._exit(code)
-        status = _wait(pid, float(req.get("timeout_s") or 120))
+        status = _wait(pid, float(req.timeout_s or 120))
         status["duration_s"] = time.monotonic() - t0
         with open(f"status-{i}.json", "w", encoding="utf-8") as f:
             json.dump(status, f)

@@ -11,8 +11,8 @@ archive the candidate's previous measurement left, and packing it up again at th
 later measurement of the *same* candidate load instead of compile.
 
 Jobs carry files, never host paths (a container has no mounts), so the folder travels as one zip
-file: ``request["compile_cache"] = {"in": name or None, "out": name, "key": digest}``. The host
-decides which archive a job gets (the candidate's own key: ``sandbox/compile_cache.py``) and keeps
+file: ``request.compile_cache = {"in": name or None, "out": name, "key": digest}``. The host
+decides which archive a job gets (the candidate's own key: ``sandbox/kernel/compile_store.py``) and keeps
 what comes back under that key only, so whatever a candidate writes into its cache is read by
 nobody but its own later measurements (docs/integrity.md#compile-cache).
 
@@ -23,7 +23,7 @@ kernels lives in the *default* temp folder (``default_cache_dir()/precompiled_he
 a measurement on the development machine): ``TORCHINDUCTOR_CPP_CACHE_PRECOMPILE_HEADERS=0``, so a
 cached kernel loads without running the compiler at all; and the vector-ISA check builds and
 ``dlopen``s a probe library in a child process per ISA (~3 s, 9 s for the three here): the host
-runs that probe once per machine and torch (``sandbox/vec_isa.py``) and a job of the same
+runs that probe once per machine and torch (``sandbox/kernel/vec_isa.py``) and a job of the same
 environment is told the verdict (``vec_isa_ok`` with its ``environment`` in the request); otherwise
 the first job of a key runs it itself, before the candidate is imported, and when every ISA the
 CPU's flags name passes it sets ``cpp.vec_isa_ok`` (the archive says so, and later jobs set
@@ -123,7 +123,7 @@ def _vec_isa_ok() -> None:
 def _skip_per_process_work(spec: dict) -> bool:
     """Turn off Inductor's precompiled header (see the module docstring) and, when the host's
     verdict holds for this very environment (``spec["vec_isa_ok"]`` and ``spec["environment"]``:
-    ``sandbox/vec_isa.py``), its vector-ISA probe. Neither changes the code Inductor generates,
+    ``sandbox/kernel/vec_isa.py``), its vector-ISA probe. Neither changes the code Inductor generates,
     only its compile time. True when the host's verdict was taken."""
     _precompiled_headers_off()
     if spec.get("vec_isa_ok") is True and spec.get("environment") == environment():
@@ -132,10 +132,9 @@ def _skip_per_process_work(spec: dict) -> bool:
     return False
 
 
-def settle(req: dict) -> None:
+def settle(spec: dict | None) -> None:
     """A measurement with no cache between jobs (a batch's forked child, ``batch.py``) still skips
-    the per-process work a cached job skips (``req["inductor"]``)."""
-    spec = req.get("inductor")
+    the per-process work a cached job skips (``spec``: its request's ``inductor``)."""
     if isinstance(spec, dict):
         _skip_per_process_work(spec)
 
@@ -153,19 +152,19 @@ class JobCache:
         self.spec = spec
 
     @classmethod
-    def open(cls, req: dict, workdir: str = ".") -> "JobCache | None":
-        spec = req.get("compile_cache")
+    def open(cls, spec: dict | None, workdir: str = ".") -> "JobCache | None":
+        """``spec``: the request's ``compile_cache``."""
         return cls(spec, workdir) if isinstance(spec, dict) and spec.get("out") else None
 
     @classmethod
-    def start(cls, req: dict, workdir: str = ".") -> "JobCache | None":
+    def start(cls, req, workdir: str = ".") -> "JobCache | None":  # type: ignore[no-untyped-def]
         """The job's cache opened, activated and probed (``activate``, ``before_candidate``), or
         None: call after torch is imported and before the candidate, which is what first imports
-        Inductor and Triton (they read their folders then)."""
-        cache = cls.open(req, workdir)
+        Inductor and Triton (they read their folders then). ``req``: its request (request.py)."""
+        cache = cls.open(req.compile_cache, workdir)
         if cache is not None:
-            cache.activate(extensions=_builds_extensions(os.path.join(workdir, str(req.get("candidate_file") or ""))))
-            cache.before_candidate(str(req.get("device") or "cpu"))
+            cache.activate(extensions=_builds_extensions(os.path.join(workdir, str(req.candidate_file or ""))))
+            cache.before_candidate(str(req.device or "cpu"))
         return cache
 
     def activate(self, extensions: bool = True) -> None:

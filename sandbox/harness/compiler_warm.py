@@ -3,7 +3,7 @@
 A ``torch.compile`` candidate's job spends ~2.5 s importing Dynamo, AOT autograd and Inductor and
 computing the keys Inductor's caches hash in (a digest of torch's ~3,000 source files; the
 system's) — half of a 5 s measurement whose compiled code comes from the cache. A warm worker
-(``sandbox/warm_worker.py``) can do that once, before it forks the first compiled job
+(``sandbox/runners/warm_worker.py``) can do that once, before it forks the first compiled job
 (``kernel_harness.warm_compiler``, the ``compiler`` extra of ``PythonEntry.extras``).
 
 What a forked child must not inherit is anything those imports computed from the worker's own

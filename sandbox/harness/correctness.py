@@ -117,11 +117,11 @@ class Correctness:
         entry = {"seed": seed, **h.compare(ref, new)}
         if entry["ok"]:  # wrong values are `incorrect` whatever else is wrong with them
             self.integrity_of(xs, mine, new)
-        if not h.req.get("allow_degenerate") and seed not in self.nondegenerate:
+        if not h.req.allow_degenerate and seed not in self.nondegenerate:
             # once a seed: the reference is deterministic (checked), and this is a pass over its
             # whole output in float64 (~0.1 s at 4M elements) that the re-checks would repeat
             self.nondegenerate.add(seed)
-            why = checks.degenerate(ref, h.req.get("atol"), h.req.get("rtol"), h.close_fraction, h.mode_tol)
+            why = checks.degenerate(ref, h.req.atol, h.req.rtol, h.close_fraction, h.mode_tol)
             if why:
                 self.fail("harness_error", f"degenerate problem: for seed {seed} the reference "
                           f"{why}, so a candidate returning a constant would pass. Change the "
@@ -225,7 +225,7 @@ class Correctness:
     def quiet_window(self, audit) -> None:  # type: ignore[no-untyped-def]
         """Threads or processes the candidate started must not be working once no model runs (#5)."""
         h = self.h
-        q = audit.quiet(float(h.req.get("quiet_s", 0.15)))
+        q = audit.quiet(float(h.req.quiet_s))
         report = {**audit.report(), **q}
         h.facts["audit"] = report
         busy = report["other_threads_cpu_s"] + report["children_cpu_s"]

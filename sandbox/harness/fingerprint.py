@@ -17,31 +17,25 @@ import sys
 
 import torch
 
+try:
+    from . import cpu_facts  # imported as arbor.sandbox.harness.fingerprint (the host's tests)
+except ImportError:  # shipped into the job, loaded by path: kernel_harness.warm loaded its sibling first
+    cpu_facts = sys.modules["arbor_harness_cpu_facts"]
+
 # NVML clocks-event (throttle) reasons that mean "slower than the locked clocks": SwPowerCap,
 # HwSlowdown, SwThermal, HwThermal, HwPowerBrake. Idle (0x1) and app-clock settings (0x2) are not.
 BAD_THROTTLE_MASK = 0x4 | 0x8 | 0x20 | 0x40 | 0x80
 
 
-def _read(path: str) -> str | None:
-    try:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            return f.read().strip()
-    except OSError:
-        return None
-
-
 def fingerprint(device: str) -> dict:
     """Static facts; timings are never comparable across machines (or thread counts)."""
-    cpuinfo = _read("/proc/cpuinfo") or ""
-    models = [ln.split(":", 1)[1].strip() for ln in cpuinfo.splitlines()
-              if ln.lower().startswith("model name")]
     fp = {
         "host": socket.gethostname(), "platform": platform.platform(),
         "python": platform.python_version(), "torch": torch.__version__,
-        "cpu_model": models[0] if models else platform.processor() or None,
+        "cpu_model": cpu_facts.cpu_model(),
         "cpu_count": os.cpu_count(), "cpu_affinity": len(os.sched_getaffinity(0)),
-        "governor": _read("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor"),
-        "cpu_max_khz": _read("/sys/devices/system/cpu/cpu0/cpufreq/scaling_max_freq"),
+        "governor": cpu_facts.read(cpu_facts.GOVERNOR),
+        "cpu_max_khz": cpu_facts.read(cpu_facts.MAX_KHZ),
         "num_threads": torch.get_num_threads(), "device": device,
         # pinned by the harness before torch was imported (allocator.py)
         "host_allocator": getattr(sys.modules.get("arbor_harness_allocator"), "answer", "not pinned"),
@@ -49,7 +43,7 @@ def fingerprint(device: str) -> dict:
     fp["device_name"] = fp["cpu_model"] or platform.machine()
     if device.startswith("cuda") and torch.cuda.is_available():
         props = torch.cuda.get_device_properties(torch.device(device).index or 0)
-        driver = _read("/proc/driver/nvidia/version")
+        driver = cpu_facts.read("/proc/driver/nvidia/version")
         fp.update(device_name=props.name, gpu_name=props.name, cuda_runtime=torch.version.cuda,
                   gpu_capability=f"{props.major}.{props.minor}", gpu_sms=props.multi_processor_count,
                   gpu_memory_bytes=props.total_memory,

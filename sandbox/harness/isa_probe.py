@@ -1,4 +1,4 @@
-"""The host's vector-ISA probe (``sandbox/vec_isa.py``): run as a script in a child of the host,
+"""The host's vector-ISA probe (``sandbox/kernel/vec_isa.py``): run as a script in a child of the host,
 never in a job and never beside a candidate. Imports torch as a job does, runs Inductor's probe the
 way a job's cache would (``compile_cache._isa_probes_passed``), and prints one JSON line with the
 environment the verdict holds for."""

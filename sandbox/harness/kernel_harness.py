@@ -13,7 +13,7 @@ result.json is rewritten at every phase boundary, so a killed run still says how
 
 Its start-up (allocator, torch, helpers) is ``warm()``; ``main(argv)`` runs it first. The local
 runner usually calls ``main`` in a child forked from a worker that already ran ``warm()`` once
-(sandbox/warm_worker.py): then the child starts measuring at once. ``phase_times`` says where each
+(sandbox/runners/warm_worker.py): then the child starts measuring at once. ``phase_times`` says where each
 measurement's time went.
 """
 
@@ -83,11 +83,11 @@ def _load_module(name: str, path: str):  # type: ignore[no-untyped-def]
 class Harness:
     """One measurement: build both models, check every seed, time A/B interleaved, re-check."""
 
-    def __init__(self, req: dict, torch) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, req, torch) -> None:  # type: ignore[no-untyped-def]
         self.req, self.torch = req, torch
-        self.device = torch.device(req.get("device") or "cpu")
+        self.device = torch.device(req.device or "cpu")
         self.cuda = self.device.type == "cuda"
-        dt = req.get("dtype")
+        dt = req.dtype
         self.dtype = getattr(torch, dt, None) if dt else None
         if dt and self.dtype not in _MODES:
             raise Failure("harness_error", f"unknown dtype {dt!r}: use float32, float16 or bfloat16")
@@ -96,13 +96,13 @@ class Harness:
         # which precision switches the candidate may set (never below the mode's own precision).
         self.precision = _MODES[self.dtype] if self.dtype is not None else "fp32"
         self.mode_tol = checks.DTYPE_TOLERANCE[self.dtype] if self.dtype is not None else None
-        self.seeds = [int(s) for s in req.get("seeds") or [0]]
-        self.aa = req.get("mode", "ab") == "aa"
+        self.seeds = [int(s) for s in req.seeds or [0]]
+        self.aa = req.mode == "aa"
         self.seed_fn, self.sync = torch.manual_seed, getattr(torch.cuda, "synchronize", None)
         self.l2 = integrity.CudaL2() if self.cuda else None
         self.identities = self.audit = self.state0 = self.pristine = None
         self.ref_codes: set = set()
-        self.close_fraction = float(req.get("close_fraction", 0.99))
+        self.close_fraction = float(req.close_fraction)
         self.checker = correctness.Correctness(self, checks, integrity)
         self.facts: dict = {"inner_by_side": [0, 0]}
         self.first_calls = compile_cache.FirstCalls()  # compile time, apart from the timed samples
@@ -111,7 +111,7 @@ class Harness:
             "status": "running", "phase": "import", "error_class": None, "error_text": None,
             "correctness": [], "recheck": None, "baseline_samples": [], "candidate_samples": [],
             "inner": 0, "fingerprint": {}, "phase_times": {}, "input_shapes": None,
-            "sizes_applied": {}, "warnings": [], "nonce": req.get("nonce"), "stats": self.facts,
+            "sizes_applied": {}, "warnings": [], "nonce": req.nonce, "stats": self.facts,
         }
 
     def checkpoint(self, phase: str) -> None:
@@ -143,17 +143,17 @@ class Harness:
 
     def compare(self, ref, new) -> dict:  # type: ignore[no-untyped-def]
         r = self.req
-        return checks.compare(ref, new, r.get("atol"), r.get("rtol"), self.close_fraction,
-                              float(r.get("outlier_factor", 10)), self.mode_tol)
+        return checks.compare(ref, new, r.atol, r.rtol, self.close_fraction,
+                              float(r.outlier_factor), self.mode_tol)
 
     def build(self) -> None:
         """Same seed before get_init_inputs, Model and ModelNew, so their parameters match. The
         reference runs once before the candidate is imported (its cost, aliasing, mutations)."""
         req, torch, seed = self.req, self.torch, self.seeds[0]
         try:
-            self.problem = _load_module("arbor_problem", req["problem_file"])
+            self.problem = _load_module("arbor_problem", req.problem_file)
             self.result["sizes_applied"] = checks.apply_sizes(
-                self.problem, req.get("sizes") or {}, req.get("size_scale"), self.result["warnings"])
+                self.problem, req.sizes or {}, req.size_scale, self.result["warnings"])
             self.seed_fn(seed)
             init = list(self.problem.get_init_inputs())
             self.seed_fn(seed)
@@ -178,7 +178,7 @@ class Harness:
         new_cls = self.problem.Model  # mode "aa": the reference against itself (noise floor)
         if not self.aa:
             try:
-                new_cls = getattr(_load_module("arbor_candidate", req["candidate_file"]),
+                new_cls = getattr(_load_module("arbor_candidate", req.candidate_file),
                                   "ModelNew", None)
             except BaseException as e:
                 raise _classify(e, "compile_error", "the candidate failed to compile/import:")
@@ -242,7 +242,7 @@ class Harness:
         a sample gets its own input set up to ``timing_pool_bytes`` per side, so a result cached
         across calls is never a hit (#3); sets repeat only where the inputs are too large for that."""
         req, phases, t_warm = self.req, self.result["phase_times"], time.perf_counter()
-        min_rep, max_rep = int(req["min_repeats"]), int(req["max_repeats"])
+        min_rep, max_rep = int(req.min_repeats), int(req.max_repeats)
         timer = timing.CpuTimer()
         if self.cuda:  # clocks and throttling per side, read around each timed sample (clock_watch)
             watch, self.facts["gpu_clocks"] = clock_watch.open_watch(self.result["fingerprint"])
@@ -250,7 +250,7 @@ class Harness:
         self.checker.kept.clear()  # correctness's input clones: timing must not run in their shadow
         # Both sides sweep one pool, so neither keeps luckier memory for the run (placement.py); a
         # reference that mutates its inputs keeps a pool per side. Before issue 41: "own".
-        mode = "own" if any(self.checker.ref_mutates) else str(req.get("placement") or "shared")
+        mode = "own" if any(self.checker.ref_mutates) else str(req.placement or "shared")
         pools = placement.Pools(lambda s, k: self.inputs(10_007 + 1000 * s + k), calibration.POOL_SIZE, mode)
         self.pools = pools.sets
         models = (self.ref, self.new)
@@ -284,9 +284,9 @@ class Harness:
             pools.grow(side, want)
 
         plan = calibration.calibrate(
-            sample, grow, warmup_s=float(req["warmup_s"]), min_sample_s=float(req["min_sample_s"]),
+            sample, grow, warmup_s=float(req.warmup_s), min_sample_s=float(req.min_sample_s),
             cuda=self.cuda, set_bytes=max(1, sum(checks.nbytes(x) for x in self.pools[0][0])),
-            budget_bytes=int(req.get("timing_pool_bytes") or (1 << 30 if self.cuda else 128 << 20)),
+            budget_bytes=int(req.timing_pool_bytes or (1 << 30 if self.cuda else 128 << 20)),
             set_batch=lambda on: setattr(timer, "batch", on), clock=timing.perf_ns)
         inner = self.facts["inner_by_side"] = plan.inner
         self.facts.update(plan.facts())
@@ -296,19 +296,19 @@ class Harness:
         self.verify()
         self.checkpoint("timing")
         samples = (self.result["baseline_samples"], self.result["candidate_samples"])
-        one = not self.cuda and self.torch.get_num_threads() == 1 == int(req.get("num_threads") or 0)
+        one = not self.cuda and self.torch.get_num_threads() == 1 == int(req.num_threads or 0)
         kids0, threads0 = integrity.descendants(), self.audit.new_thread_ticks(one)  # one: no torch workers
         if not self.cuda:  # thread CPU time only for single-threaded work (see timing.CpuTimer)
-            self.facts["clock"] = timer.start("cpu" if one and req.get("clock", "auto") != "wall" else "wall")
+            self.facts["clock"] = timer.start("cpu" if one and req.clock != "wall" else "wall")
         else:
             timer.start()  # from here on the clock watch brackets every sample
         self.spot_p = 0.1  # a tenth of the timed candidate samples (3 at most) get checked
         phases["warmup"] = time.perf_counter() - t_warm  # warm-up, calibration, the input pools
         self.guard_ns = 0  # counted from here on, like the spot checks
-        t0, t_end, rnd = timing.mono_ns(), timing.perf_ns() + float(req["time_budget_s"]) * 1e9, 0
+        t0, t_end, rnd = timing.mono_ns(), timing.perf_ns() + float(req.time_budget_s) * 1e9, 0
         # a noisy paired ratio earns more rounds, up to the cap, until its CI is narrow enough
-        t_cap = t_end + float(req.get("extra_time_s") or 0) * 1e9
-        target = float(req.get("target_ci") or 0)
+        t_cap = t_end + float(req.extra_time_s or 0) * 1e9
+        target = float(req.target_ci or 0)
         while rnd < max_rep and (rnd < min_rep or timing.perf_ns() < t_end + self.spot_ns or (
                 timing.perf_ns() < t_cap + self.spot_ns and timing.ratio_halfwidth(*samples) > target)):
             for side in ((0, 1) if rnd % 2 == 0 else (1, 0)):  # ABBA: linear drift hits both
@@ -351,28 +351,28 @@ class Harness:
         req, facts = self.req, self.facts
         if self.cuda:
             sol = facts.get("sol_peak") or {}
-            if req.get("measure_sol_peak") and sol.get("name") != self.torch.cuda.get_device_name(self.device):
+            if req.measure_sol_peak and sol.get("name") != self.torch.cuda.get_device_name(self.device):
                 facts["sol_peak"] = cost.measure_gpu_peak(self.device)
             return
         cores = int(fp.get("cpu_affinity") or 1)
-        threads = int(req.get("num_threads") or cores)
-        if not facts.get("peak") and req.get("measure_peak"):
+        threads = int(req.num_threads or cores)
+        if not facts.get("peak") and req.measure_peak:
             facts["peak"] = cost.measure_cpu_peak(cores)
-        if not facts.get("sol_peak") and req.get("measure_sol_peak"):
+        if not facts.get("sol_peak") and req.measure_sol_peak:
             same = facts.get("peak") and facts["peak"].get("threads") == threads
             facts["sol_peak"] = facts["peak"] if same else cost.measure_cpu_peak(threads)
 
     def run(self) -> None:
         torch, req = self.torch, self.req
-        if req.get("num_threads"):
-            torch.set_num_threads(int(req["num_threads"]))
+        if req.num_threads:
+            torch.set_num_threads(int(req.num_threads))
         with self.timed("device"):  # on CUDA: the context (a forked child creates its own here)
             self.result["fingerprint"] = fp = fpr.fingerprint(str(self.device))
             fp["precision"] = self.precision  # every result names the precision mode it was measured in
             if self.cuda:
                 torch.empty(1, device=self.device)  # create the context the L2 controls act on
                 self.l2.reset()
-        self.facts["peak"], self.facts["sol_peak"] = req.get("peak"), req.get("sol_peak")
+        self.facts["peak"], self.facts["sol_peak"] = req.peak, req.sol_peak
         with self.timed("peak"):  # before the candidate exists: nothing it does can touch them
             self.measure_peaks(fp)
         self.checkpoint("import")
@@ -393,7 +393,7 @@ class Harness:
         self.result.update(status="ok", phase="done")
 
 
-def measure(req: dict, result_path: str, torch, started: float, warm_s: dict,  # type: ignore[no-untyped-def]
+def measure(req, result_path: str, torch, started: float, warm_s: dict,  # type: ignore[no-untyped-def]
             cache=None) -> int:
     """One measurement, written to ``result_path``; the exit code says whether the harness held.
     ``started``: when this process began working on it (perf_counter); ``warm_s``: what warm()
@@ -402,7 +402,7 @@ def measure(req: dict, result_path: str, torch, started: float, warm_s: dict,  #
     global _RESULT
     _RESULT = result_path
     result = {"status": "error", "phase": "start", "error_class": "harness_error",
-              "error_text": None, "nonce": req.get("nonce")}
+              "error_text": None, "nonce": req.nonce}
     rc = 0
     try:
         harness = Harness(req, torch)
@@ -429,7 +429,7 @@ def measure(req: dict, result_path: str, torch, started: float, warm_s: dict,  #
 def warm() -> dict:
     """Everything main() does before it reads a request, once per process: pin the host allocator
     (before torch), import torch, load the helper modules (and what they load lazily). Returns what
-    this call cost ({} when already done). A warm worker (sandbox/warm_worker.py) calls it once and
+    this call cost ({} when already done). A warm worker (sandbox/runners/warm_worker.py) calls it once and
     forks a child per measurement, which then finds nothing left to do here. Runs no tensor op:
     a forked child must be able to start its own OpenMP pool and device context."""
     global checks, integrity, timing, cost, fpr, correctness, calibration, clock_watch, compile_cache, placement
@@ -441,6 +441,7 @@ def warm() -> dict:
     import torch  # noqa: PLC0415  (imported here so a missing torch is reported as data)
 
     t1 = time.perf_counter()
+    _load_module("arbor_harness_cpu_facts", os.path.join(_HERE, "cpu_facts.py"))  # before fingerprint, which reads it
     checks, integrity, timing, cost, fpr, correctness, calibration, clock_watch, compile_cache, placement = (
         _load_module(f"arbor_harness_{n}", os.path.join(_HERE, f"{f}.py")) for n, f in
         (("checks", "kernel_checks"), ("integrity", "integrity"), ("timing", "timing"),
@@ -489,9 +490,14 @@ def main(argv: list[str]) -> int:
     if len(argv) != 2:
         return print("usage: python -I -B kernel_harness.py request.json", file=sys.stderr) or 2
     with open(argv[1], encoding="utf-8") as f:
-        req = json.load(f)
+        text = f.read()
     os.remove(argv[1])  # the nonces inside must not be readable by the candidate from disk
-    entries = req["batch"] if "batch" in req else None
+    wire = _load_module("arbor_harness_request", os.path.join(_HERE, "request.py"))
+    try:
+        req = wire.read_measure(text)  # strict: an unknown or missing field is named, never defaulted
+    except (ValueError, TypeError) as e:
+        return print(f"request.json: {e}", file=sys.stderr) or 2
+    entries = req if isinstance(req, list) else None
     cache = None
     try:
         warm_s = {"torch_import": 0.0, "harness_modules": 0.0, **warm()}
@@ -499,8 +505,8 @@ def main(argv: list[str]) -> int:
         if entries is None:  # one measurement: its candidate's compiled artifacts travel with the job
             cache = compile_cache.JobCache.start(req)  # warm() imported torch alone: no Inductor yet
         if entries is not None:  # each measured in a forked child (batch.py)
-            def child(r: dict, path: str) -> int:  # in the forked child: Inductor's settings are its own
-                compile_cache.settle(r)
+            def child(r, path: str) -> int:  # in the forked child: Inductor's settings are its own
+                compile_cache.settle(r.inductor)
                 return measure(r, path, torch, time.perf_counter(), warm_s)
 
             return _load_module("arbor_harness_batch", os.path.join(_HERE, "batch.py")).run(entries, child)
@@ -508,7 +514,7 @@ def main(argv: list[str]) -> int:
         for i, r in enumerate(entries if entries is not None else [req]):
             _RESULT = f"result-{i}.json" if entries is not None else "result.json"
             _write_result({"status": "error", "phase": "start", "error_class": "harness_error",
-                           "error_text": _tail(_format_exc(e)), "nonce": r.get("nonce")})
+                           "error_text": _tail(_format_exc(e)), "nonce": r.nonce})
         return 1
     return measure(req, "result.json", torch, started, warm_s, cache)
 

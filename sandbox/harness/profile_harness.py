@@ -99,7 +99,7 @@ _WARM: dict = {}
 
 def warm() -> None:
     """What every profile needs before it reads its request, once per process: the allocator
-    pinned, torch and its autograd profiler imported. A warm worker (sandbox/warm_worker.py) calls
+    pinned, torch and its autograd profiler imported. A warm worker (sandbox/runners/warm_worker.py) calls
     it once and forks a child per profile. No tensor op, no profiler session: no thread is left."""
     if _WARM:
         return
@@ -121,21 +121,22 @@ def main(argv: list[str]) -> int:
     from torch.autograd import DeviceType, profiler
 
     request_path = argv[1]
-    req = json.loads(open(request_path).read())
+    wire = _load("arbor_harness_request", os.path.join(os.path.dirname(os.path.abspath(__file__)), "request.py"))
+    req = wire.ProfileRequest.from_dict(json.loads(open(request_path).read()))  # strict: see request.py
     # a compiled candidate's artifacts from its measurements: loaded, not compiled again (read
     # only: nothing is packed back). Inductor and Triton read their folders when the candidate
     # first imports them, which is after this.
     cache = _load("arbor_harness_compile_cache", os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                                              "compile_cache.py")).JobCache.start(req)
-    if req.get("num_threads"):
-        torch.set_num_threads(int(req["num_threads"]))
-    device = torch.device(req.get("device") or "cpu")
-    dtype = getattr(torch, req["dtype"]) if req.get("dtype") else None
-    problem = _load("arbor_problem", req["problem_file"])
-    checks.apply_sizes(problem, req.get("sizes") or {}, req.get("size_scale"))
+    if req.num_threads:
+        torch.set_num_threads(int(req.num_threads))
+    device = torch.device(req.device or "cpu")
+    dtype = getattr(torch, req.dtype) if req.dtype else None
+    problem = _load("arbor_problem", req.problem_file)
+    checks.apply_sizes(problem, req.sizes or {}, req.size_scale)
     torch.manual_seed(0)
     init = list(problem.get_init_inputs())
-    cand = _load("arbor_candidate", req["candidate_file"])
+    cand = _load("arbor_candidate", req.candidate_file)
     torch.manual_seed(0)
     model = cand.ModelNew(*init)
     model = model.to(device, dtype) if dtype else model.to(device)
@@ -157,7 +158,7 @@ def main(argv: list[str]) -> int:
         keep.append(model(*xs))
         sync()
         one = time.perf_counter() - t0
-        iters = max(1, min(int(req.get("iters", 10)), int(float(req.get("budget_s", 1.0)) / max(one, 1e-6))))
+        iters = max(1, min(int(req.iters), int(float(req.budget_s) / max(one, 1e-6))))
         wall0, cpu0 = time.perf_counter(), time.thread_time()
         with profiler.profile(use_device="cuda" if cuda else None, use_kineto=True, record_shapes=True,
                               with_flops=True, profile_memory=True) as prof:
@@ -183,7 +184,7 @@ def main(argv: list[str]) -> int:
     ops.sort(key=lambda o: -o["self_us"])
     out = {"iters": iters, "call_ms": one * 1e3 * scale, "device": str(device), "ops": ops[:40],
            "clock": "thread CPU time" if scale < 1.0 else "wall", "wall_to_cpu": round(scale, 4),
-           "nonce": req.get("nonce"), "compile_cache": cache.stats["status"] if cache is not None else "off"}
+           "nonce": req.nonce, "compile_cache": cache.stats["status"] if cache is not None else "off"}
     if cuda:  # kernels shorter than their launch, or a GPU idle most of the call: launch-bound
         out.update(launches=launches, device_us=device_us)
     with open("profile.json", "w") as f:

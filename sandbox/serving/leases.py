@@ -15,7 +15,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from ..proctree import pid_alive
+from ..runners.proctree import pid_alive
 
 LEASE_ENV = "ARBOR_SERVER_LEASE"
 

@@ -100,7 +100,7 @@ def _fingerprint() -> dict:
         load = os.getloadavg()
     except OSError:
         load = None
-    from ..fingerprint import host_fingerprint
+    from ..runners.host_facts import host_fingerprint
 
     # the host's facts as a kernel measurement records them (cpu model, governor, 1-min load), so
     # the dashboard's environment panel reads the same keys for both kinds

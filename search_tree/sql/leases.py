@@ -32,7 +32,7 @@ def owner_dead(host: str, pid: int, heartbeat_at, stale_after_s: float,
     process under another owner is a run of ours that ended without releasing it."""
     if heartbeat_at < utcnow() - timedelta(seconds=stale_after_s):
         return True
-    # the store knows no processes: the caller hands it the liveness test (sandbox.proctree's)
+    # the store knows no processes: the caller hands it the liveness test (sandbox.runners.proctree's)
     return host == HOST and (pid == os.getpid() or (pid_alive is not None and not pid_alive(pid)))
 
 

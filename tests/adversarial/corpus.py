@@ -28,8 +28,8 @@ from pathlib import Path
 from arbor.agents.contracts import Judgement
 from arbor.agents.critic.critic import HeuristicCritic
 from arbor.agents.critic.gates import CriticConfig, Evidence
-from arbor.sandbox.kernel_protocol import KernelMeasurement, KernelRequest, measure_kernels
-from arbor.sandbox.local_runner import LocalRunner
+from arbor.sandbox.kernel.protocol import KernelMeasurement, KernelRequest, measure_kernels
+from arbor.sandbox.runners.local import LocalRunner
 
 HERE = Path(__file__).parent
 # Small budgets: hostile cases only need to be caught; honest ones win by >= 1.5x (development machine). Samples of

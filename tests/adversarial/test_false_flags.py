@@ -8,8 +8,8 @@ from __future__ import annotations
 import pytest
 
 from arbor.agents.transforms import apply_move, to_modelnew
-from arbor.sandbox.kernel_protocol import KernelRequest, measure_kernels
-from arbor.sandbox.local_runner import LocalRunner
+from arbor.sandbox.kernel.protocol import KernelRequest, measure_kernels
+from arbor.sandbox.runners.local import LocalRunner
 
 from .corpus import FAST, HERE, problem_source
 

@@ -5,8 +5,8 @@ rather than flagged: here a reference whose output *is* its thread count proves 
 
 from __future__ import annotations
 
-from arbor.sandbox.kernel_protocol import KernelRequest, measure_kernels
-from arbor.sandbox.local_runner import LocalRunner
+from arbor.sandbox.kernel.protocol import KernelRequest, measure_kernels
+from arbor.sandbox.runners.local import LocalRunner
 
 from .corpus import FAST
 

@@ -12,8 +12,8 @@ import pytest
 
 from arbor.agents.skills import load_skills
 from arbor.agents.transforms import apply_move, to_modelnew
-from arbor.sandbox.kernel_protocol import KernelRequest, measure_kernels
-from arbor.sandbox.local_runner import LocalRunner
+from arbor.sandbox.kernel.protocol import KernelRequest, measure_kernels
+from arbor.sandbox.runners.local import LocalRunner
 
 from .gpu_problems import LINEAR_RELU
 

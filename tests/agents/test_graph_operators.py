@@ -148,8 +148,8 @@ def test_operator_moves_refuse_graphs_without_their_pattern(name):
 def test_the_rewrites_pass_the_harness_correctness_check(name, passes, sizes):
     """End to end: the real harness (seeds, determinism re-run, default fp32 tolerance) accepts
     the rewritten dev problem as correct and times it."""
-    from arbor.sandbox.kernel_protocol import KernelRequest, measure_kernel
-    from arbor.sandbox.local_runner import LocalRunner
+    from arbor.sandbox.kernel.protocol import KernelRequest, measure_kernel
+    from arbor.sandbox.runners.local import LocalRunner
 
     src = (PROBLEMS / f"{name}.py").read_text()
     out = _move(src, *passes)

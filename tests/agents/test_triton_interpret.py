@@ -169,8 +169,8 @@ def test_a_generated_kernel_passes_the_harness_and_the_critics_guard(monkeypatch
     correctness seeds, the determinism re-run and the no-op test (reward hack #15: the output must
     come from the kernel) all pass, and the softmax is timed."""
     from arbor.agents.critic.guard import check_source
-    from arbor.sandbox.kernel_protocol import KernelRequest, measure_kernel
-    from arbor.sandbox.local_runner import LocalRunner
+    from arbor.sandbox.kernel.protocol import KernelRequest, measure_kernel
+    from arbor.sandbox.runners.local import LocalRunner
 
     monkeypatch.setenv("TRITON_INTERPRET", "1")
     problem = (ROOT / "benchmarks" / "problems" / "l1_06_softmax.py").read_text()

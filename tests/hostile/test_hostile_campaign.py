@@ -15,7 +15,7 @@ import sys
 
 import pytest
 
-from arbor.sandbox import isolation
+from arbor.sandbox.runners import isolation
 from arbor.search_tree import open_store
 
 from .conftest import SECRET

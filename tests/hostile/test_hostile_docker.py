@@ -13,8 +13,8 @@ import sys
 
 import pytest
 
-from arbor.sandbox.docker_runner import DockerRunner
-from arbor.sandbox.kernel_protocol import measure_kernel
+from arbor.sandbox.runners.docker import DockerRunner
+from arbor.sandbox.kernel.protocol import measure_kernel
 from arbor.sandbox.runner import Job, JobResult
 
 from .candidates import hostiles

@@ -7,8 +7,8 @@ import os
 
 import pytest
 
-from arbor.sandbox.kernel_protocol import KernelRequest, measure_kernel
-from arbor.sandbox.local_runner import LocalRunner
+from arbor.sandbox.kernel.protocol import KernelRequest, measure_kernel
+from arbor.sandbox.runners.local import LocalRunner
 
 from .candidates import CUDA_HANG, PROBLEM, candidate
 from .helpers import leftovers

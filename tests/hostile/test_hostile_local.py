@@ -7,9 +7,9 @@ import resource
 
 import pytest
 
-from arbor.sandbox import isolation
-from arbor.sandbox.kernel_protocol import KernelRequest, measure_kernel
-from arbor.sandbox.local_runner import LocalRunner
+from arbor.sandbox.runners import isolation
+from arbor.sandbox.kernel.protocol import KernelRequest, measure_kernel
+from arbor.sandbox.runners.local import LocalRunner
 
 from .candidates import PROBLEM, hostiles
 from .conftest import SECRET

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from arbor.sandbox.kernel_protocol import KernelRequest, measure_kernel, measure_kernels
-from arbor.sandbox.local_runner import LocalRunner
+from arbor.sandbox.kernel.protocol import KernelRequest, measure_kernel, measure_kernels
+from arbor.sandbox.runners.local import LocalRunner
 
 pytestmark = pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="the pinning is glibc's mallopt")
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from arbor.sandbox.kernel_protocol import KernelRequest, measure_kernel
-from arbor.sandbox.local_runner import LocalRunner
+from arbor.sandbox.kernel.protocol import KernelRequest, measure_kernel
+from arbor.sandbox.runners.local import LocalRunner
 
 DATA = Path(__file__).parent / "data"
 PROBLEM = (DATA / "gelu_problem.py").read_text()

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from arbor.sandbox.harness import compiler_warm
-from arbor.sandbox.kernel_protocol import KernelRequest, measure_kernel
-from arbor.sandbox.local_runner import LocalRunner
+from arbor.sandbox.kernel.protocol import KernelRequest, measure_kernel
+from arbor.sandbox.runners.local import LocalRunner
 
 @pytest.fixture
 def base():

@@ -12,8 +12,8 @@ import pytest
 
 from arbor.agents.critic.critic import HeuristicCritic
 from arbor.agents.critic.gates import CriticConfig, Evidence
-from arbor.sandbox.kernel_protocol import KernelRequest, measure_kernel
-from arbor.sandbox.local_runner import LocalRunner
+from arbor.sandbox.kernel.protocol import KernelRequest, measure_kernel
+from arbor.sandbox.runners.local import LocalRunner
 
 pytestmark = pytest.mark.gpu
 

@@ -18,9 +18,9 @@ import pytest
 from arbor.agents.specialists.applicability import cpp_toolchain
 from arbor.agents.transforms import to_modelnew
 from arbor.agents.transforms.cpp import generate
-from arbor.sandbox.compile_cache import CompileCache
-from arbor.sandbox.kernel_protocol import KernelRequest, measure_kernel
-from arbor.sandbox.local_runner import LocalRunner
+from arbor.sandbox.kernel.compile_store import CompileCache
+from arbor.sandbox.kernel.protocol import KernelRequest, measure_kernel
+from arbor.sandbox.runners.local import LocalRunner
 
 HARNESS = Path(__file__).resolve().parents[2] / "sandbox" / "harness"
 needs_cxx = pytest.mark.skipif(shutil.which("c++") is None or not os.path.exists(

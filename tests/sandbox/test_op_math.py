@@ -65,7 +65,7 @@ def test_the_harness_counts_the_references_math_inside_the_sandbox():
     from pathlib import Path
 
     from arbor.agents.transforms import to_modelnew
-    from arbor.sandbox.kernel_protocol import KernelRequest, measure_kernel
+    from arbor.sandbox.kernel.protocol import KernelRequest, measure_kernel
     from arbor.sandbox.runner import make_runner
 
     src = (Path(__file__).parents[2] / "benchmarks" / "problems_single_ops" / "l1_51_gelu_erf.py").read_text()

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from arbor.sandbox.harness import placement
-from arbor.sandbox.kernel_protocol import KernelRequest, build_job
+from arbor.sandbox.kernel.protocol import KernelRequest, build_job
 
 from .test_kernel_protocol import PROBLEM, _candidate, measure
 

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from arbor.sandbox import isolation
-from arbor.sandbox.proctree import cgroup_available
-from arbor.sandbox.local_runner import LocalRunner
+from arbor.sandbox.runners import isolation
+from arbor.sandbox.runners.proctree import cgroup_available
+from arbor.sandbox.runners.local import LocalRunner
 from arbor.sandbox.runner import Job, JobResult, SandboxError, make_runner
 
 from tests.hostile.helpers import job_processes
@@ -227,7 +227,7 @@ def test_file_size_limit(runner):
 
 _ORPHAN_SCRIPT = """
 import sys
-from arbor.sandbox.local_runner import LocalRunner
+from arbor.sandbox.runners.local import LocalRunner
 from arbor.sandbox.runner import Job
 code = '''
 import os, time

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import pytest
 
-from arbor.sandbox.jobio import scrubbed_env
-from arbor.sandbox.kernel_protocol import KernelRequest, measure_kernel
-from arbor.sandbox.local_runner import LocalRunner
+from arbor.sandbox.runners.jobio import scrubbed_env
+from arbor.sandbox.kernel.protocol import KernelRequest, measure_kernel
+from arbor.sandbox.runners.local import LocalRunner
 
 triton = pytest.importorskip("triton")  # in the `test` extra: this test must run in CI
 

@@ -9,7 +9,7 @@ import pytest
 from sqlalchemy import update
 
 from arbor.search_tree.sql.models import CampaignLease, utcnow
-from arbor.sandbox.proctree import pid_alive
+from arbor.sandbox.runners.proctree import pid_alive
 from arbor.search_tree import open_store
 from arbor.search_tree.store import CampaignBusy
 

@@ -14,6 +14,14 @@ from arbor.spec import parse_spec
 from arbor.targets.landscape import FORMAT, Landscape
 
 
+def serial(ctx):  # type: ignore[no-untyped-def]
+    """A stand-in context measuring as the serial loop does."""
+    from arbor.campaign.serial import SerialMeasurer
+
+    ctx.measurer = SerialMeasurer(ctx)
+    return ctx
+
+
 def _run(speedup: float, s: float, n: int = 12) -> dict:
     return {"b": [1.0 * (1 + 0.01 * ((i % 3) - 1)) for i in range(n)],
             "c": [(1.0 / speedup) * (1 + 0.01 * ((i % 3) - 1)) for i in range(n)], "s": s}
@@ -116,11 +124,11 @@ def test_a_compiled_candidate_is_held_to_its_own_kind_of_duration(tmp_path):
     node(eager + "# b\n", root.id, [8.0])
     node(compiled + "# c\n", root.id, [30.0, 9.0])
     sources = {}
-    ctx = SimpleNamespace(
-        store=store, cid=camp.id, campaign=camp, parallel=None, target=SimpleNamespace(verify_best=True),
+    ctx = serial(SimpleNamespace(
+        store=store, cid=camp.id, campaign=camp, target=SimpleNamespace(verify_best=True),
         spec=SimpleNamespace(critic=SimpleNamespace(confirm_new_best=True, final_measurements=3),
                              budget=SimpleNamespace(max_wall_s=95.0)),
-        source=lambda sha: sources.setdefault(sha, store.get_artifact(sha)), flush_elapsed=lambda: 50.0)
+        source=lambda sha: sources.setdefault(sha, store.get_artifact(sha)), flush_elapsed=lambda: 50.0))
     kinds = timing.by_kind(ctx)
     assert kinds["compiled"]["first"] == 30.0 and kinds["compiled"]["ratio"] == 0.3
     assert kinds["eager"]["first"] == 8.0 and kinds["eager"]["ratio"] == 1.0
@@ -185,13 +193,13 @@ def _verify_ctx(store, camp, best_id: int, **extra):  # type: ignore[no-untyped-
     from arbor.agents.critic.gates import CriticConfig
 
     budget = extra.pop("budget", None)
-    return SimpleNamespace(
-        store=store, cid=camp.id, campaign=camp, parallel=None, noise_floor=0.01, step_walls=[],
+    return serial(SimpleNamespace(
+        store=store, cid=camp.id, campaign=camp, noise_floor=0.01, step_walls=[],
         target=SimpleNamespace(verify_best=True, reports_times=True),
         index=SimpleNamespace(best=lambda: store.get_node(best_id)),
         critic=SimpleNamespace(config=CriticConfig()),
         spec=SimpleNamespace(critic=SimpleNamespace(final_measurements=3), budget=budget,
-                             agents=SimpleNamespace(proposals_per_step=1)), **extra)
+                             agents=SimpleNamespace(proposals_per_step=1)), **extra))
 
 
 def test_the_verification_is_priced_at_the_best_candidates_own_measurements(tmp_path):
@@ -222,7 +230,7 @@ def test_the_serial_loop_leaves_a_candidate_queued_when_its_own_kind_would_not_f
     kind is priced; one that would not fit stays queued and its reason becomes the stop reason."""
     from types import SimpleNamespace
 
-    from arbor.campaign import steps, timing
+    from arbor.campaign import timing
     from arbor.search_tree import open_store
 
     store = open_store(f"sqlite:///{tmp_path / 'x.db'}")
@@ -241,19 +249,20 @@ def test_the_serial_loop_leaves_a_candidate_queued_when_its_own_kind_would_not_f
     assert timing.kind_of_source(extension) == "extension" and timing.kind_of_source(eager) == "eager"
     reports = []
     sources = {}
-    ctx = SimpleNamespace(
-        store=store, cid=camp.id, campaign=camp, parallel=None, deferred={}, target=SimpleNamespace(verify_best=True),
+    ctx = serial(SimpleNamespace(
+        store=store, cid=camp.id, campaign=camp, target=SimpleNamespace(verify_best=True),
         spec=SimpleNamespace(critic=SimpleNamespace(confirm_new_best=True, final_measurements=3),
                              budget=SimpleNamespace(max_wall_s=240.0)),
         source=lambda sha: sources.setdefault(sha, store.get_artifact(sha)), flush_elapsed=lambda: 201.0,
-        report=lambda kind, payload: reports.append((kind, payload)))
+        report=lambda kind, payload: reports.append((kind, payload))))
     # 201 s used of 240: eager 7 + 7 + 7 fits; an extension 30 + 30 + 30 does not
     fresh_eager = node(eager + "# new\n", root.id)
     fresh_ext = node(extension + "# new\n", root.id)
-    assert not steps._defer_for_time(ctx, store.get_node(fresh_eager.id))
-    assert steps._defer_for_time(ctx, store.get_node(fresh_ext.id))
-    assert "C++-extension candidate" in ctx.deferred[fresh_ext.id] and fresh_eager.id not in ctx.deferred
-    assert [e.payload["reason"] for e in store.events(camp.id, kinds=["deferred"])] == [ctx.deferred[fresh_ext.id]]
+    deferred = ctx.measurer.deferred
+    assert not ctx.measurer.defer_for_time(store.get_node(fresh_eager.id))
+    assert ctx.measurer.defer_for_time(store.get_node(fresh_ext.id))
+    assert "C++-extension candidate" in deferred[fresh_ext.id] and fresh_eager.id not in deferred
+    assert [e.payload["reason"] for e in store.events(camp.id, kinds=["deferred"])] == [deferred[fresh_ext.id]]
     store.close()
 
 

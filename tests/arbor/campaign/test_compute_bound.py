@@ -8,8 +8,8 @@ import pytest
 
 from arbor.campaign.speed_of_light import from_measurement
 from arbor.sandbox.gpu import devices
-from arbor.sandbox.kernel_protocol import KernelRequest
-from arbor.sandbox.request_peaks import with_peaks
+from arbor.sandbox.kernel.protocol import KernelRequest
+from arbor.sandbox.kernel.peaks import with_peaks
 
 MB = 1 << 20
 N = 4 << 20  # GELU on 4.2M float32 elements: 32 MiB in and out

@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from arbor.cli import app
-from arbor.sandbox import isolation
+from arbor.sandbox.runners import isolation
 from arbor.sandbox.gpu import probe as probe_mod
 from arbor.search_tree import open_store
 

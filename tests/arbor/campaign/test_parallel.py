@@ -6,7 +6,8 @@ import pytest
 
 import arbor.campaign.parallel as parallel
 from arbor.campaign.run import run_campaign
-from arbor.sandbox.executors import Done, LocalExecutor
+from arbor.spec_runners import slot_runner_factory
+from arbor.sandbox.executors import Done, LocalExecutor, plan_slots
 
 from .parallel_helpers import assert_nothing_lost_or_doubled, replay_spec, rows
 
@@ -54,7 +55,7 @@ class _LosesFirstResult(LocalExecutor):
 
 def test_a_lost_worker_requeues_its_node_once_and_loses_nothing(tmp_path, monkeypatch):
     def open_losing(ctx):
-        return _LosesFirstResult(parallel.plan_slots(2, "none"), parallel._slot_runner_factory(ctx.spec))
+        return _LosesFirstResult(plan_slots(2, "none"), slot_runner_factory(ctx.spec))
 
     monkeypatch.setattr(parallel, "open_executor", open_losing)
     spec = replay_spec(tmp_path, "lost", workers=2, max_evaluations=5)

@@ -20,6 +20,7 @@ ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'arbo
 
 import arbor.campaign.parallel as parallel  # noqa: E402
 from arbor.campaign.run import run_campaign  # noqa: E402
+from arbor.spec_runners import remote_runner_factory  # noqa: E402
 
 from .parallel_helpers import REPO, assert_nothing_lost_or_doubled, replay_spec, rows  # noqa: E402
 
@@ -90,7 +91,7 @@ def test_a_ray_worker_measures_a_kernel_in_the_campaigns_sandbox(local_ray):
     spec = load_spec(REPO / "campaigns" / "quickstart.yaml")
     spec.measurement = spec.measurement.model_copy(update={"time_budget_s": 0.2, "warmup_s": 0.05})
     target = make_adapter(spec)
-    ex = RayExecutor(1, parallel._remote_runner_factory(spec))
+    ex = RayExecutor(1, remote_runner_factory(spec))
     try:
         ex.submit("root", target.worker_task(target.root_source()))
         (d,) = ex.collect(timeout=300)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from arbor.sandbox.proctree import pid_alive
+from arbor.sandbox.runners.proctree import pid_alive
 
 from tests.arbor.helpers import arbor
 

@@ -18,6 +18,14 @@ SRC = "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):
 SECONDS = 20.0  # every measurement, on the fake clock
 
 
+def serial(ctx):  # type: ignore[no-untyped-def]
+    """A stand-in context measuring as the serial loop does."""
+    from arbor.campaign.serial import SerialMeasurer
+
+    ctx.measurer = SerialMeasurer(ctx)
+    return ctx
+
+
 def _paired(ref: float, speedup: float) -> dict:
     return {"status": "ok", "duration_s": SECONDS, "baseline_samples": [ref] * 12,
             "candidate_samples": [ref / speedup] * 12, "correctness": [], "fingerprint": {}}
@@ -58,8 +66,8 @@ def _campaign(tmp_path, ref_now: float, max_wall_s: float, elapsed: float):  # t
     contender = _accepted(store, camp.id, SRC + "# contender\n", root.id, [6.86, 6.53], ref=1.10)
     machine = Machine(ref_now, {SRC + "# reference\n": 1.0, SRC + "# best\n": 6.6, SRC + "# contender\n": 6.85})
     start = machine.clock
-    ctx = SimpleNamespace(
-        store=store, cid=camp.id, campaign=camp, parallel=None, noise_floor=0.01, step_walls=[],
+    ctx = serial(SimpleNamespace(
+        store=store, cid=camp.id, campaign=camp, noise_floor=0.01, step_walls=[],
         owner="o", heartbeat_s=60.0, runner=SimpleNamespace(name="local"),
         report=lambda kind, data: None, source=store.get_artifact,
         flush_elapsed=lambda: elapsed + machine.clock - start,
@@ -68,7 +76,7 @@ def _campaign(tmp_path, ref_now: float, max_wall_s: float, elapsed: float):  # t
         critic=SimpleNamespace(config=CriticConfig()),
         spec=SimpleNamespace(critic=SimpleNamespace(final_measurements=3),
                              budget=SimpleNamespace(max_wall_s=max_wall_s), runs_dir=lambda: tmp_path / "runs",
-                             agents=SimpleNamespace(proposals_per_step=1)))
+                             agents=SimpleNamespace(proposals_per_step=1))))
     return ctx, machine, best, contender
 
 

@@ -139,7 +139,7 @@ def test_clock_permission_is_not_ok_just_because_euid_is_0(tmp_path, machine, nv
 def test_device_that_cannot_start_inside_the_sandbox_fails_with_the_fix(tmp_path, monkeypatch):
     """The runner's own device probe, with a stand-in device job that breaks under the Landlock
     filesystem rules: doctor says fail (exit 1) and names the fix; a replaced layer is a warning."""
-    from arbor.sandbox import isolation
+    from arbor.sandbox.runners import isolation
     from arbor.sandbox.gpu import probe
 
     from tests.sandbox.fakes.device_job import fake_device_host

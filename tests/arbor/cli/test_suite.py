@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from arbor.sandbox.problem import ProblemError
+from arbor.sandbox.kernel.problem import ProblemError
 from arbor.suite.discover import discover
 from arbor.suite.table import markdown, row_metrics, summary
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from arbor.report import load
 from arbor.report.render import render_html, render_markdown
-from arbor.sandbox.profiling import summarize
+from arbor.sandbox.kernel.profile_job import summarize
 from arbor.search_tree import open_store
 
 PEAK = {"flops_per_s": 5e11, "bytes_per_s": 2e10, "source": "test-cpu"}

@@ -11,7 +11,7 @@ import pytest
 
 from arbor.sandbox.executors import Done, ExecutorError, LocalExecutor, plan_slots
 from arbor.sandbox.executors.slots import available_cores
-from arbor.sandbox.local_runner import LocalRunner
+from arbor.sandbox.runners.local import LocalRunner
 from arbor.sandbox.runner import Job
 
 

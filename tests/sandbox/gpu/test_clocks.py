@@ -18,7 +18,7 @@ import pytest
 from arbor.sandbox.gpu.clocks import ClockGuard, ClockTargets
 from arbor.sandbox.gpu.control import (AmdSmiBackend, ClockError, GpuState, NvidiaSmiBackend, NvmlBackend,
                                        decode_throttle, open_backend)
-from arbor.sandbox.local_runner import LocalRunner
+from arbor.sandbox.runners.local import LocalRunner
 from arbor.sandbox.runner import Job
 
 

@@ -15,7 +15,7 @@ import pytest
 
 from arbor.agents.critic.env_gate import gate_env
 from arbor.agents.critic.evidence import CriticConfig, Evidence
-from arbor.sandbox import images
+from arbor.sandbox.runners import images
 from arbor.sandbox.gpu.clocks import ClockGuard, ClockTargets
 from arbor.sandbox.gpu.devices import gpu_peak
 from arbor.sandbox.gpu.control import AmdSmiBackend, ClockError, NvidiaSmiBackend, NvmlBackend
@@ -75,7 +75,7 @@ def test_defect1_guard_holds_the_gpu_the_job_sees_and_a_mismatch_refuses(machine
     with pytest.raises(ClockError, match="wrong GPU"):  # PCI ids when torch gives no UUID
         check_identity({"device_pci_bus_id": "0000:18:00.0"}, {"gpu_pci_bus_id": m.gpus[1].pci})
     assert device_uuid("cuda") == m.gpus[1].uuid  # what Docker's device_requests get
-    from arbor.sandbox.docker_runner import DockerRunner
+    from arbor.sandbox.runners.docker import DockerRunner
 
     runner = object.__new__(DockerRunner)
     runner.device = "cuda"
@@ -262,7 +262,7 @@ def test_defect8_a_clean_timeout_leaves_the_gpu_usable(machine, nvml):
 
 # 9 ---------------------------------------------------------------------------------------------
 def test_defect9_images_start_with_the_nvidia_hook_and_build_cuda_candidates(tmp_path, monkeypatch):
-    from arbor.sandbox.docker_runner import DockerRunner, gpu_support
+    from arbor.sandbox.runners.docker import DockerRunner, gpu_support
 
     assert "/etc/ld.so.cache" not in [dst for _src, dst in images.host_mounts()]
     if os.path.exists("/etc/ld.so.cache"):

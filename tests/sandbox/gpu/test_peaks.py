@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from arbor.sandbox.gpu import devices
-from arbor.sandbox.kernel_protocol import KernelMeasurement, KernelRequest
-from arbor.sandbox.request_peaks import check_peaks
+from arbor.sandbox.kernel.protocol import KernelMeasurement, KernelRequest
+from arbor.sandbox.kernel.peaks import check_peaks
 
 MB = 1 << 20
 CURVE = [[32 << 10, 30e9], [256 << 10, 90e9], [2 * MB, 60e9], [16 * MB, 45e9], [64 * MB, 12e9], [256 * MB, 14e9]]

@@ -8,13 +8,15 @@ import json
 
 import pytest
 
-from arbor.sandbox import isolation
+from arbor.sandbox.runners import isolation
+from arbor.sandbox.gpu import device_check
 from arbor.sandbox.gpu import probe as probe_mod
 from arbor.sandbox.gpu import probe_cache
-from arbor.sandbox.gpu.probe import DRIVER_FIX, DeviceProbe, check_container, check_local, decide
+from arbor.sandbox.gpu.device_check import check_container, check_local
+from arbor.sandbox.gpu.probe import DRIVER_FIX, DeviceProbe, decide
 from arbor.sandbox.gpu.probe_cache import ProbeCache
-from arbor.sandbox.isolation import KernelSupport, plan_for
-from arbor.sandbox.local_runner import LocalRunner
+from arbor.sandbox.runners.isolation import KernelSupport, plan_for
+from arbor.sandbox.runners.local import LocalRunner
 from arbor.sandbox.runner import JobResult, SandboxError
 
 from tests.sandbox.fakes.device_job import fake_device_host
@@ -265,7 +267,7 @@ def test_container_check_passes_or_stops_naming_the_container_toolkit():
 def test_probe_entry_prints_every_attempt_as_json(monkeypatch, capsys, tmp_path):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     monkeypatch.setattr(probe_mod, "DEVICE_JOB", f"print({probe_mod.OK_MARK!r})")
-    assert probe_mod.main(["--network", "host", "--filesystem", "host"]) == 0
+    assert device_check.main(["--network", "host", "--filesystem", "host"]) == 0
     lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert "kernel" in lines[0] and lines[-1]["stop"] is None
     assert [d["label"] for d in lines[1:-1]][:2] == ["bare", "full"] and all(d["ok"] for d in lines[1:-1])

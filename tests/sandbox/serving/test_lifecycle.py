@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from arbor.sandbox.proctree import pid_alive
+from arbor.sandbox.runners.proctree import pid_alive
 from arbor.sandbox.serving.leases import LEASE_ENV, cleanup_stale, lease_processes
 from arbor.sandbox.serving.lifecycle import ServerConfig, ServerStartError, start_servers
 

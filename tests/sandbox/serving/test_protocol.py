@@ -4,7 +4,7 @@ accuracy probe, Ctrl-C — and never a server left behind."""
 import pytest
 
 from arbor.sandbox.serving import protocol
-from arbor.sandbox.proctree import pid_alive
+from arbor.sandbox.runners.proctree import pid_alive
 from arbor.sandbox.serving.lifecycle import ServerConfig
 from arbor.sandbox.serving.loadgen import Level, LoadConfig
 from arbor.sandbox.serving.metrics import Slo
