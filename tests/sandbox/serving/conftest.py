@@ -52,8 +52,10 @@ def llamacpp_argv(*extra: str) -> list[str]:
 @pytest.fixture(scope="session")
 def llamacpp(tmp_path_factory):
     """One llama-server for the whole session (loading the model costs a second or two, and the
-    suite must stay short); stopped by its pid and lease token at the end."""
-    argv = llamacpp_argv("-np", "2", "-c", "4096")
+    suite must stay short); stopped by its pid and lease token at the end. One thread: two
+    synchronise at every op, and on a machine loaded past its cores each sync waits for a time
+    slice (a 48-token reply missed its 60 s at a load average of 16 with two)."""
+    argv = llamacpp_argv("-np", "2", "-c", "4096", "-t", "1", "-tb", "1")
     cfg = ServerConfig(argv=argv, lease_dir=tmp_path_factory.mktemp("llamacpp-leases"), startup_timeout_s=60,
                        stop_grace_s=2, label="llamacpp", memory_bytes=4 << 30)
     started: list = []
