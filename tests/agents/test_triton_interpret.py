@@ -142,6 +142,7 @@ def test_the_cpu_development_set_gets_kernels_exactly_where_the_patterns_hold():
     assert all(explain(to_modelnew(p.read_text())) is None for p in GPU_SET)  # written for these moves
 
 
+@pytest.mark.slow  # the module's interpreter child: minutes of CPU (on workers, this file starts first)
 @pytest.mark.parametrize("path", DEV, ids=lambda p: f"{p.parent.name}/{p.stem}")
 @pytest.mark.parametrize("shape", ["whole", "blocked"])
 def test_each_generated_kernel_matches_the_reference_under_the_interpreter(interpreted, path: Path, shape: str):
