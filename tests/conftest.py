@@ -34,6 +34,13 @@ def pytest_cmdline_main(config):
 
 
 @pytest.hookimpl(optionalhook=True)  # pytest-xdist's hook: absent under -p no:xdist
+def pytest_configure_node(node):
+    """A worker parses the command line, not the options set above: tell it the mode, so that it
+    names its items by group (``--dist loadgroup``) as the scheduler expects."""
+    node.workerinput["arbor_dist"] = node.config.option.dist
+
+
+@pytest.hookimpl(optionalhook=True)  # pytest-xdist's hook: absent under -p no:xdist
 def pytest_xdist_auto_num_workers(config):
     """``-n auto``: a worker a core, at most four. More workers than cores only adds contention,
     and past four the session fixtures (a dockerd, a PostgreSQL, a Ray cluster, each started once
@@ -73,6 +80,8 @@ def _slow_groups_first(items: list) -> None:
 def pytest_collection_modifyitems(config, items):
     """gpu/docker tests skip with a reason where the resource is missing; they run where it exists.
     Under pytest-xdist, every test gets its scheduling group (``--dist loadgroup``)."""
+    if getattr(config, "workerinput", {}).get("arbor_dist") == "loadgroup":
+        config.option.loadgroup = True  # read by pytest-xdist's hook, after this one
     for item in items:
         if item.get_closest_marker("xdist_group") is None:
             item.add_marker(pytest.mark.xdist_group(_xdist_group(item)))

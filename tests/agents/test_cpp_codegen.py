@@ -183,6 +183,7 @@ def _module(source: str, name: str) -> types.ModuleType:
 
 
 @needs_cxx
+@pytest.mark.slow  # a load_inline build each (on workers, this file starts first)
 @pytest.mark.parametrize("problem", [CONV_BIAS, RMS_CHANNELS], ids=["flat-broadcast", "column"])  # a row chain: the sandbox test
 def test_the_built_kernel_matches_the_reference(problem, tmp_path, monkeypatch):
     monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path))

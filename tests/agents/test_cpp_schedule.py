@@ -173,6 +173,7 @@ def _active_simd_loops(text: str, first_line: int) -> list[range]:
 
 
 @needs_cxx
+@pytest.mark.slow  # a load_inline build (on workers, this file starts first)
 def test_sampled_points_of_every_loop_shape_match_the_reference_and_vectorise(tmp_path, monkeypatch):
     from torch.utils.cpp_extension import load_inline
     monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path))
