@@ -50,7 +50,8 @@ class KernelAdapter(TargetAdapter):
 
         return HeuristicKernelSpecialist(self.moves(skills), seed=seed, facts=facts)
 
-    def request(self, candidate_source: str) -> KernelRequest:
+    def request(self, candidate_source: str, timeout_s: float | None = None) -> KernelRequest:
+        """The harness request; ``timeout_s`` caps the sandbox's job limit (the wall budget left)."""
         t, m, sb, c = self.spec.target, self.spec.measurement, self.spec.sandbox, self.spec.critic
         return KernelRequest(
             problem_source=self.problem.source, candidate_source=candidate_source, seeds=list(m.seeds),
@@ -61,12 +62,12 @@ class KernelAdapter(TargetAdapter):
             sizes=dict(t.sizes), size_scale=t.size_scale, dtype=t.dtype,
             device=t.device, warmup_s=m.warmup_s, min_repeats=m.min_repeats, max_repeats=m.max_repeats,
             time_budget_s=m.time_budget_s, min_sample_s=m.min_sample_s, clock=m.clock, num_threads=t.num_threads,
-            timeout_s=sb.timeout_s,
+            timeout_s=min(sb.timeout_s, timeout_s) if timeout_s else sb.timeout_s,
             memory_bytes=int(sb.memory_gb * (1 << 30)) if sb.memory_gb else None,
         )
 
-    def measure(self, runner: Runner, source: str) -> dict:
-        return measure_kernel(runner, self.request(source)).to_dict()
+    def measure(self, runner: Runner, source: str, timeout_s: float | None = None) -> dict:
+        return measure_kernel(runner, self.request(source, timeout_s)).to_dict()
 
     def prewarm(self, runner: Runner) -> None:
         prewarm(runner, self.request(self.root_source()))
