@@ -80,14 +80,18 @@ def dev_set_arm(runner, path, placement: str, peaks: dict,  # type: ignore[no-un
     """One A/A of one development-set problem, on one thread, inputs placed as ``placement`` says;
     the machine's peak rates measured once (``peaks``), as a campaign caches them. ``as_root``: as
     a campaign measures its root, the reference against itself renamed ``ModelNew`` and loaded as
-    the candidate (mode ``ab``), instead of mode ``aa``."""
+    the candidate (mode ``ab``), instead of mode ``aa``, with the root's timing target and round cap
+    (``measurement.baseline_target_ci``: arbor/targets/kernel.py)."""
     from arbor.agents.transforms import to_modelnew
     from arbor.sandbox.kernel_protocol import KernelRequest, measure_kernel
 
-    src = path.read_text()
+    from arbor.spec.sections import Measurement
+
+    src, spec = path.read_text(), Measurement()
+    root = dict(target_ci=spec.baseline_target_ci, max_repeats=2 * spec.max_repeats) if as_root else {}
     m = measure_kernel(runner, KernelRequest(src, to_modelnew(src) if as_root else src,
                                              mode="ab" if as_root else "aa", num_threads=1, placement=placement,
-                                             timeout_s=300, **peaks), cache=None)
+                                             timeout_s=300, **root, **peaks), cache=None)
     if not m.ok:
         return {"error": f"{m.error_class}: {(m.error_text or '')[:200]}"}
     if not peaks and m.stats.get("peak") and m.stats.get("sol_peak"):

@@ -90,6 +90,11 @@ class Measurement(Strict):
     min_repeats: int = Field(default=10, ge=5)
     max_repeats: int = Field(default=200, ge=5)
     min_sample_s: float = Field(default=2e-3, gt=0)
+    baseline_target_ci: float = Field(
+        default=0.015, gt=0, le=0.2,
+        description="the root's A/A (the reference against itself) is timed until its 95% CI half-width is "
+        "within this (relative), for at most twice max_repeats rounds and twice time_budget_s past the budget: "
+        "that interval is the noise floor every candidate must clear (candidates stop at 2%)")
     profile: bool = Field(default=True, description="profile the baseline and each new best (torch.profiler, one "
                           "sandbox job each) and aim the agents at the hot ops; false saves those jobs")
     clock: Literal["auto", "wall", "cpu"] = Field(
