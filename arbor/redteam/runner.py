@@ -99,9 +99,9 @@ class _Prefetched(KernelAdapter):
         super().__init__(spec)
         self.ready: dict[str, dict] = {}
 
-    def measure(self, runner, source: str) -> dict:  # type: ignore[no-untyped-def]
+    def measure(self, runner, source: str, timeout_s=None) -> dict:  # type: ignore[no-untyped-def]
         hit = self.ready.pop(source, None)
-        return hit if hit is not None else super().measure(runner, source)
+        return hit if hit is not None else super().measure(runner, source, timeout_s)
 
 
 def _prefetch(target: _Prefetched, sources: list[str], workers: int, batch: int,

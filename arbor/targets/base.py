@@ -54,9 +54,11 @@ class TargetAdapter(ABC):
         """The heuristic specialist's move space for this target."""
 
     @abstractmethod
-    def measure(self, runner: "Runner", source: str) -> dict:
+    def measure(self, runner: "Runner", source: str, timeout_s: float | None = None) -> dict:
         """Run the measurement protocol; returns the dict stored as one measurement series.
-        Never raises for a bad candidate: failures are data (status/error_class)."""
+        Never raises for a bad candidate: failures are data (status/error_class). ``timeout_s``:
+        a limit tighter than the sandbox's (what is left of the campaign's wall budget), where
+        the target's jobs take one."""
 
     def prewarm(self, runner: "Runner") -> None:
         """Let ``runner`` get ready for this target's measurements before the first one (the

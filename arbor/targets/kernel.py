@@ -50,7 +50,8 @@ class KernelAdapter(TargetAdapter):
 
         return HeuristicKernelSpecialist(self.moves(skills), seed=seed, facts=facts)
 
-    def request(self, candidate_source: str) -> KernelRequest:
+    def request(self, candidate_source: str, timeout_s: float | None = None) -> KernelRequest:
+        """The harness request; ``timeout_s`` caps the sandbox's job limit (the wall budget left)."""
         t, m, sb, c = self.spec.target, self.spec.measurement, self.spec.sandbox, self.spec.critic
         # The root's A/A sets the noise floor every candidate is judged against: its interval's far
         # edge, so a floor of 3% needs a half-width near 1.5% (benchmarks/aa_floor.py --dev-set
@@ -67,12 +68,12 @@ class KernelAdapter(TargetAdapter):
             max_repeats=2 * m.max_repeats if aa else m.max_repeats,
             target_ci=m.baseline_target_ci if aa else KernelRequest.target_ci, time_budget_s=m.time_budget_s,
             min_sample_s=m.min_sample_s, clock=m.clock, num_threads=t.num_threads,
-            timeout_s=sb.timeout_s,
+            timeout_s=min(sb.timeout_s, timeout_s) if timeout_s else sb.timeout_s,
             memory_bytes=int(sb.memory_gb * (1 << 30)) if sb.memory_gb else None,
         )
 
-    def measure(self, runner: Runner, source: str) -> dict:
-        return measure_kernel(runner, self.request(source)).to_dict()
+    def measure(self, runner: Runner, source: str, timeout_s: float | None = None) -> dict:
+        return measure_kernel(runner, self.request(source, timeout_s)).to_dict()
 
     def prewarm(self, runner: Runner) -> None:
         prewarm(runner, self.request(self.root_source()))

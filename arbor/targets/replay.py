@@ -130,7 +130,7 @@ class ReplayAdapter(TargetAdapter):
         cfg = parse_config(source)
         return None if cfg is None else self.landscape.point(cfg)
 
-    def measure(self, runner: Runner, source: str) -> dict:
+    def measure(self, runner: Runner, source: str, timeout_s: float | None = None) -> dict:
         result = self.replay_result(source)
         simulate_duration(result, self.spec.target.time_scale)
         return result

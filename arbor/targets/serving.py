@@ -234,7 +234,7 @@ class ServingAdapter(TargetAdapter):
             load=lc, requests=self._requests(), levels=levels, repeats=load.repeats, server_mode=t.server_mode,
             accuracy=probe, timeout_s=self.spec.sandbox.timeout_s, lease_dir=self.lease_dir)
 
-    def measure(self, runner: Runner, source: str) -> dict:
+    def measure(self, runner: Runner, source: str, timeout_s: float | None = None) -> dict:
         """Servers are started here (their lifecycle is the protocol); ``runner`` runs jobs to
         completion and has no notion of a service, so it is not used for serving."""
         result = measure_serving(self.request(source))

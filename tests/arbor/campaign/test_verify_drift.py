@@ -38,7 +38,7 @@ class Machine:
     def __init__(self, ref: float, speedups: dict[str, float]):
         self.ref, self.speedups, self.clock, self.calls = ref, speedups, 0.0, []
 
-    def measure(self, runner, source: str) -> dict:  # type: ignore[no-untyped-def]
+    def measure(self, runner, source: str, timeout_s=None) -> dict:  # type: ignore[no-untyped-def]
         self.clock += SECONDS
         self.calls.append(source)
         return _paired(self.ref, self.speedups.get(source, 1.0))

@@ -43,7 +43,10 @@ class DialAdapter(TargetAdapter):
                          params={"knob": "notch", "values": LEVELS, "step": s}, description=f"notch {w}")
                 for s, w in ((1, "up"), (-1, "down"))]
 
-    def measure(self, runner, source: str) -> dict:
+    limits: ClassVar[list] = []  # the job limits the loop passed
+
+    def measure(self, runner, source: str, timeout_s=None) -> dict:
+        self.limits.append(timeout_s)
         notch = parse_config(source)["notch"]
         rng = random.Random(notch)
         base = [1e-3 * (1 + rng.gauss(0, 0.01)) for _ in range(30)]
@@ -86,6 +89,8 @@ def test_a_registered_kind_runs_a_whole_campaign(dial, tmp_path):
     assert summary.speedup > 1.4 and summary.verified is not None  # final verification ran on it
     assert summary.best_path.endswith("best_dial.json")
     assert traits("dial") is DialAdapter
+    # every job was limited to what was left of max_wall_s: a slow build cannot overrun it
+    assert DialAdapter.limits and all(30.0 <= t <= 120 for t in DialAdapter.limits)
 
 
 def test_an_unregistered_kind_is_one_line_naming_the_known_ones(tmp_path):
