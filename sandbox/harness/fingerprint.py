@@ -19,8 +19,13 @@ import torch
 
 try:
     from . import cpu_facts  # imported as arbor.sandbox.harness.fingerprint (the host's tests)
-except ImportError:  # shipped into the job, loaded by path: kernel_harness.warm loaded its sibling first
-    cpu_facts = sys.modules["arbor_harness_cpu_facts"]
+except ImportError:  # shipped into the job and loaded by path: the sibling beside this file
+    import importlib.util
+
+    _spec = importlib.util.spec_from_file_location(
+        "arbor_harness_cpu_facts", os.path.join(os.path.dirname(os.path.abspath(__file__)), "cpu_facts.py"))
+    cpu_facts = importlib.util.module_from_spec(_spec)  # type: ignore[arg-type]
+    _spec.loader.exec_module(cpu_facts)  # type: ignore[union-attr]
 
 # NVML clocks-event (throttle) reasons that mean "slower than the locked clocks": SwPowerCap,
 # HwSlowdown, SwThermal, HwThermal, HwPowerBrake. Idle (0x1) and app-clock settings (0x2) are not.

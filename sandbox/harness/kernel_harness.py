@@ -441,7 +441,6 @@ def warm() -> dict:
     import torch  # noqa: PLC0415  (imported here so a missing torch is reported as data)
 
     t1 = time.perf_counter()
-    _load_module("arbor_harness_cpu_facts", os.path.join(_HERE, "cpu_facts.py"))  # before fingerprint, which reads it
     checks, integrity, timing, cost, fpr, correctness, calibration, clock_watch, compile_cache, placement = (
         _load_module(f"arbor_harness_{n}", os.path.join(_HERE, f"{f}.py")) for n, f in
         (("checks", "kernel_checks"), ("integrity", "integrity"), ("timing", "timing"),

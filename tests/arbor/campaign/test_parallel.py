@@ -114,11 +114,22 @@ def test_free_workers_take_the_bests_missing_final_measurements():
     from arbor.campaign.verify import verify_ahead
 
     started, flying = [], {7: 0}
-    par = NS(finals_in_flight=lambda nid: flying[nid], executor=NS(free_slots=lambda: 5),
-             submit_final=lambda nid: (started.append(nid), flying.__setitem__(nid, flying[nid] + 1)))
+
+    class Workers(parallel.Parallel):  # the scheduler's own count, over five free workers
+        def __init__(self, ctx):  # type: ignore[no-untyped-def]
+            self.ctx, self.executor = ctx, NS(free_slots=lambda: 5)
+
+        def finals_in_flight(self, nid: int) -> int:
+            return flying[nid]
+
+        def submit_final(self, nid: int) -> None:
+            started.append(nid)
+            flying[nid] += 1
+
     best = NS(id=7, parent_id=1)
-    ctx = NS(parallel=par, spec=NS(critic=NS(final_measurements=4)), target=NS(verify_best=True),
+    ctx = NS(spec=NS(critic=NS(final_measurements=4)), target=NS(verify_best=True),
              index=NS(best=lambda: best), store=NS(measurements=lambda nid: [NS(status="ok"), NS(status="ok")]))
+    ctx.measurer = Workers(ctx)
     assert verify_ahead(ctx) == 2 and started == [7, 7]  # 4 wanted, 2 measured: the 2 missing start now
     assert verify_ahead(ctx) == 0  # already in flight: never more than the verification needs
     best.parent_id = None
