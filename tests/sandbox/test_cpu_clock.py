@@ -11,7 +11,7 @@ import time
 import pytest
 
 from arbor.sandbox.harness import timing
-from tests.sandbox.test_kernel_protocol import GOOD, measure
+from tests.sandbox.kernel.test_protocol import GOOD, measure
 
 
 def _timer(walls, cpus) -> timing.CpuTimer:

@@ -9,7 +9,7 @@ import torch
 from arbor.sandbox.harness import placement
 from arbor.sandbox.kernel.protocol import KernelRequest, build_job
 
-from .test_kernel_protocol import PROBLEM, _candidate, measure
+from .kernel.test_protocol import PROBLEM, _candidate, measure
 
 
 def _pools(mode: str, first: int = 3) -> placement.Pools:
