@@ -20,8 +20,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from sandbox import isolation  # noqa: E402  (the checkout, installed or not)
-from sandbox import landlock as L  # noqa: E402
+from sandbox.runners import isolation  # noqa: E402  (the checkout, installed or not)
+from sandbox.runners import landlock as L  # noqa: E402
 
 OWN_PROC = "<own /proc/pid>"  # added in the child, as the sandbox does
 

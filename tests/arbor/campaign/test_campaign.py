@@ -66,8 +66,11 @@ def test_campaign_finds_verified_speedup_resume_measures_nothing_and_a_raised_bu
     again = arbor_json("run", str(spec), "--max-evaluations", "3")
     moves_at_root = {r["move"] for r in arbor_json("history", str(spec)) if r["parent"] == 1}
     assert "inference-mode" not in moves_at_root  # never measured where it could not matter
-    assert again["stop_reason"].startswith("exhausted") and "stays under the best" in again["stop_reason"], \
-        again["stop_reason"]
+    # why it was ruled out depends on what the family measured on the collapsed node: its gain
+    # bound stays under the best, or (measured below 1x beside a busy worker) the family rule
+    reason = again["stop_reason"]
+    assert reason.startswith("exhausted") and ("stays under the best" in reason or
+                                               "ruled out by what their family measured" in reason), reason
     assert sum(again["counts"].values()) == sum(grown["counts"].values())
 
 
