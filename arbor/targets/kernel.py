@@ -30,6 +30,10 @@ class KernelAdapter(TargetAdapter):
         self.problem  # noqa: B018 - loading validates (one-line ProblemError)
 
     def root_source(self) -> str:
+        return self._root_source
+
+    @cached_property
+    def _root_source(self) -> str:  # every request compares against it (``request``): parse once
         return to_modelnew(self.problem.source)
 
     def moves(self, skills: list[SkillSpec]) -> list[MoveSpec]:
