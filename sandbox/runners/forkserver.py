@@ -5,9 +5,7 @@ environment (the job's own variables and what the runner passes through: what to
 import time must be what the job would have had). It holds the job scripts it has loaded
 (``runner.PythonEntry``, by the content of their files — the measurement harness, the profile
 harness), so a child forked from it is exactly the process a fresh start of that job would have
-been, minus the imports. ``WarmPool`` keeps a runner's workers (at most two), starts one lazily
-when a job of its kind first comes, loads a script into it the first time one of its jobs comes,
-and replaces a worker that died or stopped answering.
+been, minus the imports. A runner keeps its workers in a ``WarmPool`` (``warm_pool.py``).
 
 What can go wrong, and what the runner then does:
 
@@ -48,7 +46,7 @@ from .jobio import rmtree, safe_relpath, scrubbed_env
 from .proctree import WORKER_VAR
 from ..runner import Job
 
-__all__ = ["ForkServer", "WarmPool", "WorkerError", "WorkerRefused", "WorkerLost", "ExtraFailed",
+__all__ = ["ForkServer", "WorkerError", "WorkerRefused", "WorkerLost", "ExtraFailed",
            "WORKER_PREFIX", "warm_argv"]
 
 WORKER_PREFIX = "arbor-warm-"  # its directory: <base tmp>/arbor-warm-<owner pid>-<random>
@@ -349,107 +347,3 @@ class ForkServer:
         except OSError:
             return ""
         return lines[-1][:300] if lines else ""
-
-
-class WarmPool:
-    """A runner's warm workers. ``get`` returns a worker with the job's script loaded, or None (run
-    the job afresh); a script that could not be warmed is not tried again, and its reason is kept
-    in ``refused`` for the runner's notice."""
-
-    max_workers = 2
-
-    def __init__(self, base_tmp: str | None = None) -> None:
-        self.base_tmp = base_tmp
-        self.workers: list[tuple[tuple, ForkServer]] = []  # (worker key, server), most recently used last
-        self.refused: dict[tuple, str] = {}  # (worker key, entry id) -> why
-        self.refused_extras: dict[tuple, str] = {}  # (worker key, entry id, extra) -> why
-        self.last_warm_s = 0.0  # what the last ``get`` waited for (a start, a script's warm-up)
-        self.last_extras: dict[str, float] = {}  # the extras the last ``get`` ran -> their seconds
-
-    def _find(self, job: Job, key: tuple) -> ForkServer | None:
-        for i, (k, server) in enumerate(self.workers):
-            if k == key and server.fits(job):
-                if not server.alive():  # died (or was killed) since its last job: replace it
-                    self._drop(i)
-                    return None
-                self.workers.append(self.workers.pop(i))
-                return server
-        return None
-
-    def _new(self, job: Job, key: tuple) -> ForkServer:
-        while len(self.workers) >= self.max_workers:
-            self._drop(0)
-        server = ForkServer(job, self.base_tmp)
-        self.workers.append((key, server))
-        return server
-
-    def get(self, job: Job) -> ForkServer | None:
-        t0 = time.monotonic()
-        self.last_warm_s, self.last_extras = 0.0, {}
-        key = worker_key(job)
-        if key is None or (key, entry_id(job)) in self.refused:
-            return None
-        server = self._find(job, key) or self._new(job, key)
-        try:
-            server.load(job)
-            return server if self._extras(job, key, server) else None
-        except (WorkerError, OSError) as exc:
-            self.refused[(key, entry_id(job))] = str(exc)
-            if not server.alive():
-                self.drop(server)
-            return None
-        finally:
-            self.last_warm_s = time.monotonic() - t0
-
-    def _extras(self, job: Job, key: tuple, server: ForkServer) -> bool:
-        """Run the job's extras in ``server``; False when one left it unsafe (the job runs fresh)."""
-        assert job.entry is not None
-        for name in job.entry.extras:
-            if (key, entry_id(job), name) in self.refused_extras:
-                continue
-            try:
-                spent = server.warm_extra(job, name)
-            except ExtraFailed as exc:
-                self.refused_extras[(key, entry_id(job), name)] = str(exc)
-                if exc.unsafe:
-                    self.drop(server)
-                    return False
-                continue
-            if spent:
-                self.last_extras[name] = spent
-        return True
-
-    def launch(self, job: Job) -> bool:
-        """Start warming ``job``'s script without waiting for it (a campaign getting ready: the
-        worker imports torch while the campaign goes on). True if a warm-up was started."""
-        key = worker_key(job)
-        if key is None or (key, entry_id(job)) in self.refused:
-            return False
-        server = self._find(job, key) or self._new(job, key)
-        if entry_id(job) in server.loaded or entry_id(job) in server.pending:
-            return False
-        try:
-            server.begin_load(job)
-        except (WorkerError, OSError) as exc:
-            self.refused[(key, entry_id(job))] = str(exc)
-            self.drop(server)
-            return False
-        return True
-
-    def drop(self, server: ForkServer) -> None:
-        for i, (_k, s) in enumerate(self.workers):
-            if s is server:
-                self._drop(i)
-                return
-
-    def _drop(self, i: int) -> None:
-        _key, server = self.workers.pop(i)
-        server.close()
-
-    def close(self) -> None:
-        while self.workers:
-            self._drop(0)
-
-    @property
-    def servers(self) -> list[ForkServer]:
-        return [s for _k, s in self.workers]

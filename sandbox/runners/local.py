@@ -23,10 +23,11 @@ import time
 from pathlib import Path
 
 from . import isolation
-from .forkserver import WORKER_PREFIX, ForkServer, WarmPool, WorkerError, WorkerLost, WorkerRefused, warm_argv
+from .forkserver import WORKER_PREFIX, ForkServer, WorkerError, WorkerLost, WorkerRefused, warm_argv
 from .jobio import Drain, rmtree, safe_relpath, scrubbed_env
 from .proctree import TOKEN_VAR, ProcessTree, cgroup_available, cleanup_stale, pid_alive
 from .started import Fresh, Started, Warm
+from .warm_pool import WarmPool
 from .watchdog import Watchdog
 from ..runner import Job, JobResult, Runner, SandboxError
 
