@@ -15,19 +15,21 @@ modules inside, so the GPU code can change shape without touching them:
   campaign's position), ``bandwidth_at``, ``within_peak`` (readings capped by physics), and the
   per-host cache of measured peaks (``cached_cpu_peak``, ``cached_gpu_peak``, ``store_*``).
 
-Inside: ``clocks`` (the guard), ``control`` (backends), ``smi`` (the command-line backends),
+Inside: ``clocks`` (the guard), ``clock_targets`` (where clocks must be; is a reading off them),
+``lock_owner`` (does a recorded lock's owner still run), ``control`` (backends), ``smi`` (the command-line backends),
 ``state`` (``GpuState``, throttle bits, ``ClockError``), ``watch`` (throttle sampling under load),
 ``identity``, ``devices`` (peaks), ``probe`` + ``probe_cache`` (the device check).
 """
 
 from __future__ import annotations
 
-from .clocks import ClockGuard, ClockTargets, owner_alive
+from .clocks import ClockGuard, ClockTargets
 from .control import GpuBackend, open_backend
 from .devices import (ABOVE_PEAK_TOLERANCE, allowed_cores, bandwidth_at, cached_cpu_peak, cached_gpu_peak, flops_at,
                       gpu_peak, mark_cpu_peak_stale, merge_peaks, min_time_s, peak_for, sol_rates, speed_of_light,
                       store_cpu_peak, store_gpu_peak, within_peak)
 from .identity import check_identity, device_uuid
+from .lock_owner import owner_alive
 from .device_check import check_device, require_device
 from .probe import DEVICE_JOB, DeviceProbe
 from .probe_cache import ProbeCache

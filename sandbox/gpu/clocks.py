@@ -39,23 +39,15 @@ from typing import Callable, ContextManager
 
 from . import watch
 from ..runners.host_facts import host_fingerprint
+from .clock_targets import ClockTargets
 from .control import BAD_THROTTLE_MASK, ClockError, GpuBackend, GpuState, open_backend
 from .identity import physical_key
-from .state import decode_throttle
+from .lock_owner import start_ticks
 from ..runner import Job, JobResult
-from ..runners.proctree import pid_alive
 
 __all__ = ["ClockGuard", "ClockTargets", "ClockError", "MODES"]
 
 MODES = ("lock", "verify", "ignore")
-
-
-@dataclass
-class ClockTargets:
-    graphics_mhz: int | None = None
-    memory_mhz: int | None = None
-    tolerance_mhz: int = 50
-    settle_s: float = 3.0
 
 
 @dataclass
@@ -166,7 +158,7 @@ class ClockGuard:
         self.locked = {"backend": self.backend.name, "index": str(self.key), "uuid": before.uuid,
                        "pci_bus_id": before.pci_bus_id, "graphics_mhz": g, "memory_mhz": m,
                        "graphics_source": source, "saved": self.saved, "pid": os.getpid(),
-                       "pid_start": _start_ticks(os.getpid()), "before": before.to_dict()}
+                       "pid_start": start_ticks(os.getpid()), "before": before.to_dict()}
         if self.on_lock is not None:  # recorded first: a crash right after the lock is still undone
             self.on_lock(self.locked)
         self._install_restore()
@@ -215,21 +207,8 @@ class ClockGuard:
             self.locked["under_load"] = st.to_dict()
         self._check(st, "lock", strict=True)
 
-    def _off(self, state: GpuState, strict: bool = False) -> list[str]:
-        t, off = self.targets, []
-        if t.graphics_mhz and state.graphics_mhz is not None and abs(state.graphics_mhz - t.graphics_mhz) > t.tolerance_mhz:
-            # Between jobs an idle GPU parks below a lock it honours under load; under load
-            # (strict) a low reading is a lock the driver did not take, or throttling.
-            if strict or not state.idle or state.graphics_mhz > t.graphics_mhz:
-                off.append(f"graphics {state.graphics_mhz} MHz (want {t.graphics_mhz}±{t.tolerance_mhz})")
-        if t.memory_mhz and state.memory_mhz is not None and abs(state.memory_mhz - t.memory_mhz) > t.tolerance_mhz:
-            off.append(f"memory {state.memory_mhz} MHz (want {t.memory_mhz}±{t.tolerance_mhz})")
-        if strict and (state.throttle_reasons or 0) & BAD_THROTTLE_MASK:
-            off.append(f"throttled under load ({', '.join(decode_throttle(state.throttle_reasons & BAD_THROTTLE_MASK))})")
-        return off
-
     def _check(self, state: GpuState, what: str, strict: bool = False) -> None:
-        off = self._off(state, strict)
+        off = self.targets.off(state, strict)
         if off:
             fix = ("the driver did not hold the lock under load (ignored it, or the clock is above what the power "
                    "limit sustains: lock a lower clock)" if what == "lock" else
@@ -293,7 +272,7 @@ class ClockGuard:
         checked = self.mode != "ignore" and bool(self.locked or self._has_targets)
         now = self._read(quick=True, strict=checked)  # a lock that cannot be read cannot be trusted
         if self.mode == "lock" and self.locked:
-            why = self._lost or (self._lost_now(now) if now is not None else None)
+            why = self._lost or (self.targets.lost_between_jobs(now) if now is not None else None)
             if why:  # someone reset them (driver reload, another tool): settle and verify once more
                 self._settle()
                 self._resettled, self._lost = why, None
@@ -324,36 +303,6 @@ class ClockGuard:
             if strict:
                 raise
             return None
-
-    def _lost_now(self, st: GpuState) -> str | None:
-        """Whether a reading between jobs proves the lock gone. An idle GPU parks its clocks (GDDR
-        boards the memory clock too), so a low idle reading proves nothing; a clock above the lock
-        does, and so does one off it while the GPU works with no power or thermal limit engaged."""
-        t, off = self.targets, []
-        held_down = bool((st.throttle_reasons or 0) & BAD_THROTTLE_MASK)
-        for what, now, want in (("graphics", st.graphics_mhz, t.graphics_mhz), ("memory", st.memory_mhz, t.memory_mhz)):
-            if not want or now is None or abs(now - want) <= t.tolerance_mhz:
-                continue
-            if now > want or not (st.idle or held_down):
-                off.append(f"{what} {now} MHz (locked at {want}±{t.tolerance_mhz})")
-        return f"before a job: {', '.join(off)}" if off else None
-
-    def _lost_under_load(self, sampled: dict) -> str | None:
-        """The sampler's busy readings of the last job: a lock that holds keeps the unthrottled
-        clock at the target (a power or thermal limit may pull it below: that is throttling, which
-        the Critic judges, not a lost lock) and never lets it boost above."""
-        t, off = self.targets, []
-        for what, lo, hi, want in (
-                ("graphics", sampled.get("steady_graphics_mhz"), sampled.get("graphics_max_mhz"), t.graphics_mhz),
-                ("memory", sampled.get("memory_min_mhz"), sampled.get("memory_max_mhz"), t.memory_mhz)):
-            if not want:
-                continue
-            if hi is not None and hi > want + t.tolerance_mhz:
-                off.append(f"{what} up to {hi} MHz")
-            elif lo is not None and abs(lo - want) > t.tolerance_mhz:
-                off.append(f"{what} at {lo} MHz")
-        return (f"during the last job: {', '.join(off)} under load (locked at {t.graphics_mhz}/{t.memory_mhz} MHz)"
-                if off else None)
 
     def fingerprint(self, state: GpuState | None = None) -> dict:
         """Host facts and the GPU's state now (``state``: a full reading just made, reused)."""
@@ -391,7 +340,7 @@ class ClockGuard:
                 fp["gpu_clock_off_under_load"] = (f"graphics clock fell to {lo} MHz during the job "
                                                   f"(locked at {t.graphics_mhz} MHz)")
             if self.mode == "lock" and self.locked:
-                self._lost = self._lost_under_load(sampled)
+                self._lost = self.targets.lost_under_load(sampled)
             if self.mode == "verify" and sampled.get("power_capped"):
                 fp["gpu_power_capped"] = True
                 self._notice_power_cap(sampled)
@@ -418,22 +367,3 @@ class ClockGuard:
 
     def _default_sanity(self, key) -> str | None:  # type: ignore[no-untyped-def]
         return watch.sanity_kernel(self._visible if self._amd else key, amd=self._amd)
-
-
-def _start_ticks(pid: int) -> int | None:
-    """The process's start time in clock ticks since boot: with the pid, it names one process
-    (a pid alone may be reused after the owner died)."""
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
-            return int(f.read().rsplit(")", 1)[1].split()[19])
-    except (OSError, ValueError, IndexError):
-        return None
-
-
-def owner_alive(record: dict) -> bool:
-    """Whether the process that wrote a ``clocks_locked`` record still runs (on this host)."""
-    pid = record.get("pid")
-    if not isinstance(pid, int) or pid == os.getpid() or not pid_alive(pid):
-        return False
-    started = record.get("pid_start")
-    return started is None or _start_ticks(pid) in (None, started)
