@@ -3,7 +3,8 @@
 One table, three spellings per op (``torch.relu``/``F.relu``, ``x.relu()``, ``nn.ReLU``), so a
 problem is matched however it is written. Composite ops are lowered to what they compute: softmax
 is a max, an exp, a sum and a division; layer norm is a mean, a centred variance (two passes, as
-accurate as PyTorch's) and an affine epilogue; logsumexp guards an all ``-inf`` row like PyTorch.
+accurate as PyTorch's) and an affine epilogue; logsumexp guards an all ``-inf`` row like PyTorch
+(the reduction family's lowerings: ``reductions.py``; the elementwise ones and modules: here).
 Anything not in the table, or a supported op with an argument the lowering does not model
 (``inplace=True``, a ``dtype=``, a tensor clamp bound), raises ``Unsupported``: the region is then
 not offered as a kernel, never approximated.
@@ -20,34 +21,13 @@ import operator
 from typing import Callable
 
 from ..graph.nodes import arg, dims_of, is_number, module_of, op_name
-from .plan import Plan, Unsupported, literal
+from .lowerer import Lowerer
+from .plan import Unsupported, literal
+from .reductions import REDUCTIONS, eps_of, layer_norm_of, rms_norm_of, softmax_of
 
 TANH = "(2.0 * tl.sigmoid(2.0 * {0}) - 1.0)"
 SQRT_1_2 = 0.7071067811865476
 SQRT_2_PI = 0.7978845608028654
-
-
-class Lowerer:
-    """What an op's lowering may ask: its arguments as plan values, and the plan itself.
-
-    ``value_of(x)`` gives the plan name of a region node, loads an external tensor (an FX node
-    outside the region, or a parameter path such as ``ln.weight``) as an operand, or spells a
-    Python number as a literal.
-    """
-
-    def __init__(self, plan: Plan, gm, value_of: Callable[[object], str]):  # type: ignore[no-untyped-def]
-        self.plan, self.gm, self.value_of = plan, gm, value_of
-
-    def tensor(self, node, index: int, name: str) -> str:  # type: ignore[no-untyped-def]
-        x = arg(node, index, name)
-        if x is None or is_number(x):
-            raise Unsupported(f"{op_name(node)}: {name} must be a tensor")
-        return self.value_of(x)
-
-    def scalar_or_tensor(self, x) -> str:  # type: ignore[no-untyped-def]
-        if isinstance(x, bool):
-            raise Unsupported("a boolean operand")
-        return literal(x) if is_number(x) else self.value_of(x)
 
 
 # ----------------------------------------------------------------------------- elementwise
@@ -208,153 +188,6 @@ ELEMENTWISE: dict[str, Callable] = {
 
 # ----------------------------------------------------------------------------- reductions
 
-def _keepdim(node, index: int) -> bool:  # type: ignore[no-untyped-def]
-    keep = arg(node, index, "keepdim", False)
-    if not isinstance(keep, bool):
-        raise Unsupported("keepdim must be a literal")
-    return keep
-
-
-def _no_dtype(node) -> None:  # type: ignore[no-untyped-def]
-    if node.kwargs.get("dtype") is not None:
-        raise Unsupported("a reduction with dtype=")
-
-
-def _sum(low: Lowerer, node) -> str:  # type: ignore[no-untyped-def]
-    _no_dtype(node)
-    return low.plan.reduce("sum", low.tensor(node, 0, "input"), _keepdim(node, 2))
-
-
-def _mean(low: Lowerer, node) -> str:  # type: ignore[no-untyped-def]
-    _no_dtype(node)
-    s = low.plan.reduce("sum", low.tensor(node, 0, "input"), _keepdim(node, 2))
-    return low.plan.op("({0} / {1})", s, "R")
-
-
-def _extreme(kind: str) -> Callable:
-    def lower(low: Lowerer, node) -> str:  # type: ignore[no-untyped-def]
-        return low.plan.reduce(kind, low.tensor(node, 0, "input"), _keepdim(node, 2))
-    return lower
-
-
-def _logsumexp_of(plan: Plan, x: str, keep: bool) -> str:
-    m = plan.reduce("max", x, True)
-    safe = plan.op("tl.where({0} == float('-inf'), 0.0, {0})", m)  # an all -inf row: -inf, not nan
-    s = plan.reduce("sum", plan.op("tl.exp({0} - {1})", x, safe), True)
-    return plan.row_view(plan.op("({0} + tl.log({1}))", safe, s), keep)
-
-
-def _logsumexp(low: Lowerer, node) -> str:  # type: ignore[no-untyped-def]
-    return _logsumexp_of(low.plan, low.tensor(node, 0, "input"), _keepdim(node, 2))
-
-
-def _var_args(node) -> tuple[float, bool]:  # type: ignore[no-untyped-def]
-    """(correction, keepdim) of var/std in any of their spellings."""
-    correction, keep = 1.0, False
-    if len(node.args) > 2 and isinstance(node.args[2], bool):  # var(x, dim, unbiased, keepdim)
-        correction = 1.0 if node.args[2] else 0.0
-        keep = bool(node.args[3]) if len(node.args) > 3 else bool(node.kwargs.get("keepdim", False))
-    elif len(node.args) > 2:
-        raise Unsupported("var/std with positional arguments that are not (dim, unbiased, keepdim)")
-    else:
-        keep = node.kwargs.get("keepdim", False)
-    if "unbiased" in node.kwargs:
-        correction = 1.0 if node.kwargs["unbiased"] else 0.0
-    if node.kwargs.get("correction") is not None:
-        correction = node.kwargs["correction"]
-    if not (is_number(correction) and isinstance(keep, bool)):
-        raise Unsupported("var/std with a non-literal correction or keepdim")
-    return float(correction), keep
-
-
-def _centred_variance(plan: Plan, x: str, correction: float) -> tuple[str, str]:
-    """(x - mean, variance): a mean pass, then the sum of squared deviations (two passes, as
-    accurate as PyTorch's Welford; one pass of sum and sum of squares cancels catastrophically)."""
-    mean = plan.op("({0} / {1})", plan.reduce("sum", x, True), "R")
-    d = plan.op("({0} - {1})", x, mean)
-    ss = plan.reduce("sum", plan.op("({0} * {0})", d), True)
-    denom = "R" if correction == 0 else f"(R - {literal(correction)})"
-    return d, plan.op(f"({{0}} / {denom})", ss)
-
-
-def _var(low: Lowerer, node) -> str:  # type: ignore[no-untyped-def]
-    correction, keep = _var_args(node)
-    _, var = _centred_variance(low.plan, low.tensor(node, 0, "input"), correction)
-    out = low.plan.op("tl.sqrt({0})", var) if op_name(node) == "std" else var
-    return low.plan.row_view(out, keep)
-
-
-def _softmax_args(node) -> None:  # type: ignore[no-untyped-def]
-    import torch.nn.functional as F
-
-    functional = node.op == "call_function" and node.target in (F.softmax, F.log_softmax)
-    if arg(node, 3 if functional else 2, "dtype") is not None:  # F.softmax(x, dim, _stacklevel, dtype)
-        raise Unsupported("softmax with dtype=")
-
-
-def _softmax_of(plan: Plan, x: str, log: bool) -> str:
-    m = plan.reduce("max", x, True)
-    e = plan.op("tl.exp({0} - {1})", x, m)
-    s = plan.reduce("sum", e, True)
-    if log:
-        return plan.op("({0} - {1} - tl.log({2}))", x, m, s)
-    return plan.op("({0} / {1})", e, s)
-
-
-def _softmax(log: bool) -> Callable:
-    def lower(low: Lowerer, node) -> str:  # type: ignore[no-untyped-def]
-        _softmax_args(node)
-        return _softmax_of(low.plan, low.tensor(node, 0, "input"), log)
-    return lower
-
-
-def _layer_norm_of(plan: Plan, x: str, weight: str | None, bias: str | None, eps: str) -> str:
-    centred, var = _centred_variance(plan, x, 0.0)
-    y = plan.op(f"({{0}} * tl.rsqrt({{1}} + {eps}))", centred, var)
-    if weight is not None:
-        y = plan.op("({0} * {1})", y, weight)
-    if bias is not None:
-        y = plan.op("({0} + {1})", y, bias)
-    return y
-
-
-def _rms_norm_of(plan: Plan, x: str, weight: str | None, eps: str) -> str:
-    ms = plan.op("({0} / {1})", plan.reduce("sum", plan.op("({0} * {0})", x), True), "R")
-    y = plan.op(f"({{0}} * tl.rsqrt({{1}} + {eps}))", x, ms)
-    return plan.op("({0} * {1})", y, weight) if weight is not None else y
-
-
-def _eps(low: Lowerer, eps) -> str:  # type: ignore[no-untyped-def]
-    if eps is None:  # F.rms_norm's default: the input dtype's machine epsilon, known at run time
-        return low.plan.runtime("EPS", "torch.finfo({main}.dtype).eps")
-    if not is_number(eps):
-        raise Unsupported("a tensor eps")
-    return literal(eps)
-
-
-def _optional(low: Lowerer, x) -> str | None:  # type: ignore[no-untyped-def]
-    return None if x is None else low.value_of(x)
-
-
-def _layer_norm(low: Lowerer, node) -> str:  # type: ignore[no-untyped-def]
-    return _layer_norm_of(low.plan, low.tensor(node, 0, "input"), _optional(low, arg(node, 2, "weight")),
-                          _optional(low, arg(node, 3, "bias")), _eps(low, arg(node, 4, "eps", 1e-5)))
-
-
-def _rms_norm(low: Lowerer, node) -> str:  # type: ignore[no-untyped-def]
-    return _rms_norm_of(low.plan, low.tensor(node, 0, "input"), _optional(low, arg(node, 2, "weight")),
-                        _eps(low, arg(node, 3, "eps", None)))
-
-
-REDUCTIONS: dict[str, Callable] = {
-    "sum": _sum, "mean": _mean, "amax": _extreme("max"), "amin": _extreme("min"),
-    "max": _extreme("max"), "min": _extreme("min"),  # the (values, indices) forms: see reduction_dims
-    "logsumexp": _logsumexp, "var": _var, "std": _var,
-    "softmax": _softmax(False), "log_softmax": _softmax(True),
-    "layer_norm": _layer_norm, "rms_norm": _rms_norm,
-}
-
-
 def is_reduction(node) -> bool:  # type: ignore[no-untyped-def]
     return (module_kind(node) or op_name(node)) in REDUCTIONS and node.op != "get_attr"
 
@@ -459,14 +292,14 @@ def _lower_module(low: Lowerer, node, kind: str) -> str:  # type: ignore[no-unty
         sp = plan.op(_softplus_template(1.0, 20.0), x)
         return plan.op("({0} * " + TANH.format("{1}") + ")", x, sp)
     if kind in ("softmax", "log_softmax"):
-        return _softmax_of(plan, x, kind == "log_softmax")
+        return softmax_of(plan, x, kind == "log_softmax")
     prefix = str(node.target)
     weight = low.value_of(f"{prefix}.weight") if getattr(mod, "weight", None) is not None else None
     if kind == "layer_norm":
         bias = low.value_of(f"{prefix}.bias") if getattr(mod, "bias", None) is not None else None
-        return _layer_norm_of(plan, x, weight, bias, literal(mod.eps))
+        return layer_norm_of(plan, x, weight, bias, literal(mod.eps))
     if kind == "rms_norm":
-        return _rms_norm_of(plan, x, weight, _eps(low, mod.eps))
+        return rms_norm_of(plan, x, weight, eps_of(low, mod.eps))
     return plan.op(UNARY[kind], x)
 
 
