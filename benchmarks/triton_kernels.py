@@ -54,7 +54,7 @@ def scale_for(path: Path, max_elements: int | None) -> float | None:
         return None
     import torch
 
-    from arbor.sandbox.harness.kernel_checks import apply_sizes
+    from arbor.sandbox.harness.problem_sizes import apply_sizes
 
     scale = 1.0
     while scale > 1e-3:
@@ -83,7 +83,7 @@ def run_candidates(problem: Path, sources: dict[str, str], scale: float | None, 
     input costs more than the kernels)."""
     import torch
 
-    from arbor.sandbox.harness.kernel_checks import apply_sizes
+    from arbor.sandbox.harness.problem_sizes import apply_sizes
 
     cast = getattr(torch, dtype) if dtype else None
     with tempfile.TemporaryDirectory() as tmp:

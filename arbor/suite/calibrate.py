@@ -31,7 +31,7 @@ def _time_eager(path: str, scale: float) -> float:
     """Median eager forward time in ms (runs inside the child)."""
     import torch
 
-    from arbor.sandbox.harness.kernel_checks import apply_sizes
+    from arbor.sandbox.harness.problem_sizes import apply_sizes
 
     spec = importlib.util.spec_from_file_location(f"arbor_suite_probe_{time.monotonic_ns()}", path)
     mod = importlib.util.module_from_spec(spec)

@@ -58,6 +58,30 @@ _SAFE_PART = re.compile(r"^[A-Za-z0-9_.+@=,-]{1,200}$")
 _clock = time.perf_counter  # bound before any candidate code exists
 
 
+def _load_extension_cache():  # type: ignore[no-untyped-def]
+    """``extension_cache.py``, shipped beside this file: a relative import where this module is
+    ``arbor.sandbox.harness.compile_cache`` (the host), else loaded by path now, while files beside
+    the harness can still be opened (the job, the host's vector-ISA probe)."""
+    try:
+        from . import extension_cache as module  # type: ignore[no-redef]
+        return module
+    except ImportError:
+        pass
+    import importlib.util  # noqa: PLC0415
+
+    name = "arbor_harness_extension_cache"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(
+            name, os.path.join(os.path.dirname(os.path.abspath(__file__)), "extension_cache.py"))
+        module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+        sys.modules[name] = module
+        spec.loader.exec_module(module)  # type: ignore[union-attr]
+    return sys.modules[name]
+
+
+extension_cache = _load_extension_cache()
+
+
 def _version(dist: str) -> str | None:
     try:
         return importlib.metadata.version(dist)
@@ -163,13 +187,13 @@ class JobCache:
         Inductor and Triton (they read their folders then). ``req``: its request (request.py)."""
         cache = cls.open(req.compile_cache, workdir)
         if cache is not None:
-            cache.activate(extensions=_builds_extensions(os.path.join(workdir, str(req.candidate_file or ""))))
+            cache.activate(extensions=extension_cache.builds_extensions(os.path.join(workdir, str(req.candidate_file or ""))))
             cache.before_candidate(str(req.device or "cpu"))
         return cache
 
     def activate(self, extensions: bool = True) -> None:
         """Point Inductor and Triton at the cache folder and unpack the shipped archive into it;
-        ``extensions``: keep ``load_inline`` builds there too (``_cache_extensions``)."""
+        ``extensions``: keep ``load_inline`` builds there too (``extension_cache.py``)."""
         os.makedirs(os.path.join(self.root, "inductor"), exist_ok=True)
         os.makedirs(os.path.join(self.root, "triton"), exist_ok=True)
         os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(self.root, "inductor")
@@ -184,7 +208,7 @@ class JobCache:
                 if config is not None:  # imported already: it read the variable's absence
                     setattr(config, attr, True)
         if extensions:
-            self.stats["extensions"] = _cache_extensions(os.path.join(self.root, "extensions"))
+            self.stats["extensions"] = extension_cache.cache_extensions(os.path.join(self.root, "extensions"))
         if _skip_per_process_work(self.spec):  # the host probed this machine and torch once
             self.vec_isa_ok = True
             self.stats["isa"] = "host"
@@ -303,82 +327,6 @@ class JobCache:
         finally:
             self.stats["pack_s"] = round(_clock() - t0, 4)
         return self.stats
-
-
-_EXTENSION_CALL = re.compile(r"load_inline|cpp_extension")  # the host's uses_extension (this file is standalone)
-
-
-def _builds_extensions(candidate_path: str) -> bool:
-    """Whether the candidate's source names ``load_inline``: only then is the wrapper installed
-    (importing ``torch.utils.cpp_extension`` brings setuptools, 0.12 s a job, which a
-    ``torch.compile`` candidate's cached measurement of ~3.6 s need not pay)."""
-    try:
-        with open(candidate_path, encoding="utf-8", errors="replace") as f:
-            return bool(_EXTENSION_CALL.search(f.read()))
-    except OSError:
-        return False
-
-
-def _cache_extensions(folder: str) -> dict:
-    """Keep a ``load_inline`` candidate's built extension with the rest of its compiled code.
-
-    Such a candidate builds a C++ extension when it is imported (~25 s of the compiler), in every
-    measurement process. Torch's own reuse does not survive a new job: its version bookkeeping is
-    per process, so every process runs ninja, and ninja rebuilds because the build files name the
-    job's folder, a new one each time. So ``load_inline`` is wrapped, here in the job before the
-    candidate is imported: a call without a ``build_directory`` of its own builds into
-    ``folder/<digest of every argument that shapes the binary>`` (packed with the archive), and a
-    later job of the same candidate that finds ``<name>.so`` there imports it instead of building.
-    Only the candidate's own calls can reach it, and its archive is its own (the host's key);
-    the reference never compiles where the cache is on. Returns counters the wrapper updates."""
-    counts = {"built": 0, "loaded": 0}
-    cpp = sys.modules.get("torch.utils.cpp_extension")
-    if "torch" not in sys.modules:
-        return counts
-    try:
-        import importlib.util  # noqa: PLC0415
-        import inspect  # noqa: PLC0415
-
-        if cpp is None:
-            import torch.utils.cpp_extension as cpp  # noqa: PLC0415
-        real = cpp.load_inline
-        signature = inspect.signature(real)
-    except Exception:  # noqa: BLE001 - another torch: the candidate builds as before
-        return counts
-    if getattr(real, "_arbor_cached", False):
-        return counts
-
-    def load_inline(*args, **kwargs):  # type: ignore[no-untyped-def]
-        try:
-            bound = signature.bind(*args, **kwargs)
-        except TypeError:
-            return real(*args, **kwargs)
-        a = bound.arguments
-        if a.get("build_directory") or a.get("is_python_module", True) is not True or a["name"] in sys.modules:
-            return real(*args, **kwargs)
-        shaping = {k: v for k, v in a.items() if k not in ("verbose", "build_directory")}
-        digest = hashlib.sha256(repr(sorted(shaping.items())).encode()).hexdigest()[:24]
-        where = os.path.join(folder, digest)
-        library = os.path.join(where, f"{a['name']}.so")
-        done = os.path.join(where, "arbor-built")
-        if os.path.isfile(library) and os.path.isfile(done):
-            spec = importlib.util.spec_from_file_location(a["name"], library)
-            if spec is not None and spec.loader is not None:
-                module = importlib.util.module_from_spec(spec)
-                spec.loader.exec_module(module)
-                counts["loaded"] += 1
-                return module
-        os.makedirs(where, exist_ok=True)
-        bound.arguments["build_directory"] = where
-        module = real(*bound.args, **bound.kwargs)
-        with open(done, "w", encoding="ascii") as f:
-            f.write(a["name"])
-        counts["built"] += 1
-        return module
-
-    load_inline._arbor_cached = True  # type: ignore[attr-defined]
-    cpp.load_inline = load_inline
-    return counts
 
 
 def _inductor_counters() -> dict:

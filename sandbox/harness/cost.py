@@ -311,3 +311,23 @@ def measure_gpu_peak(device) -> dict | None:  # type: ignore[no-untyped-def]
         return None
     return {"name": name, "bytes_per_s": bw, "flops": flops, "flops_per_s": max(flops.values()),
             "source": "measured"}
+
+
+def measure_missing_peaks(req, facts: dict, fp: dict, device) -> None:  # type: ignore[no-untyped-def]
+    """The peaks the kernel harness's request did not bring from the host's cache, into ``facts``
+    (``fp``: the job's fingerprint): on CPU every allowed core's (the Critic's floor) and the
+    campaign threads' (its speed-of-light position), one measurement when the two are the same; on
+    a GPU the board's measured rates, again when the cached ones are another board's. Measured
+    before the candidate exists: nothing it does can touch them."""
+    if device.type == "cuda":
+        sol = facts.get("sol_peak") or {}
+        if req.measure_sol_peak and sol.get("name") != torch.cuda.get_device_name(device):
+            facts["sol_peak"] = measure_gpu_peak(device)
+        return
+    cores = int(fp.get("cpu_affinity") or 1)
+    threads = int(req.num_threads or cores)
+    if not facts.get("peak") and req.measure_peak:
+        facts["peak"] = measure_cpu_peak(cores)
+    if not facts.get("sol_peak") and req.measure_sol_peak:
+        same = facts.get("peak") and facts["peak"].get("threads") == threads
+        facts["sol_peak"] = facts["peak"] if same else measure_cpu_peak(threads)

@@ -3,10 +3,11 @@
 Run as ``python -I -B kernel_harness.py request.json`` inside a throw-away workdir; writes
 ``result.json`` there. STANDALONE on purpose (stdlib + torch + numpy only, never ``import arbor``):
 it is shipped into the sandbox as files, so it must work where Arbor is not installed (containers).
-Its helper modules (kernel_checks, integrity, timing, calibration, clock_watch, cost, fingerprint)
-are loaded by path before any candidate code runs, and every defence against the reward hacks of
-docs/integrity.md#reward-hacks that needs the live tensors lives here; the Critic re-derives
-every statistic from the raw samples.
+Its helper modules (kernel_checks, problem_sizes, integrity, timing, calibration, clock_watch, cost,
+fingerprint, correctness, placement, compile_cache) and its import and timed phases (import_phase,
+timed_phase) are loaded by path before any candidate code runs, and every defence against the
+reward hacks of docs/integrity.md#reward-hacks that needs the live tensors lives here or in them;
+the Critic re-derives every statistic from the raw samples.
 
 A failing candidate is data, not a crash: exit status 0 whenever result.json describes the outcome.
 result.json is rewritten at every phase boundary, so a killed run still says how far it got.
@@ -24,7 +25,6 @@ import gc
 import importlib.util
 import json
 import os
-import random
 import sys
 import time
 import traceback
@@ -32,7 +32,8 @@ import traceback
 _TEXT_LIMIT = 4000
 _RESULT = "result.json"
 _HERE = os.path.dirname(os.path.abspath(__file__))
-checks = integrity = timing = cost = fpr = correctness = calibration = clock_watch = placement = None  # by path, warm()
+checks = sizes = integrity = timing = cost = fpr = correctness = calibration = clock_watch = placement = None  # warm()
+import_phase = timed_phase = None  # the phases kept in their own files, loaded by path in warm() too
 compile_cache = None  # also: stdlib only; a job activates its cache before the candidate imports Inductor
 Failure = Exception  # kernel_checks.Failure once loaded
 _MODES: dict = {}  # torch dtype -> precision mode name, filled in warm() once torch is imported
@@ -59,7 +60,7 @@ def _format_exc(exc: BaseException) -> str:
     return text.replace(os.getcwd() + os.sep, "")
 
 
-def _classify(exc: BaseException, default: str, what: str) -> Exception:
+def classify(exc: BaseException, default: str, what: str) -> Exception:
     return Failure("oom" if _is_oom(exc) else default, _tail(f"{what}{checks.triton_hint(exc)}\n{_format_exc(exc)}"))
 
 
@@ -70,7 +71,7 @@ def _write_result(result: dict) -> None:
     os.replace(_RESULT + ".tmp", _RESULT)
 
 
-def _load_module(name: str, path: str):  # type: ignore[no-untyped-def]
+def load_module(name: str, path: str):  # type: ignore[no-untyped-def]
     spec = importlib.util.spec_from_file_location(name, path)
     if spec is None or spec.loader is None:
         raise ImportError(f"cannot load {path}")
@@ -147,54 +148,8 @@ class Harness:
                               float(r.outlier_factor), self.mode_tol)
 
     def build(self) -> None:
-        """Same seed before get_init_inputs, Model and ModelNew, so their parameters match. The
-        reference runs once before the candidate is imported (its cost, aliasing, mutations)."""
-        req, torch, seed = self.req, self.torch, self.seeds[0]
-        try:
-            self.problem = _load_module("arbor_problem", req.problem_file)
-            self.result["sizes_applied"] = checks.apply_sizes(
-                self.problem, req.sizes or {}, req.size_scale, self.result["warnings"])
-            self.seed_fn(seed)
-            init = list(self.problem.get_init_inputs())
-            self.seed_fn(seed)
-            self.ref = self.to_device(self.problem.Model(*init))
-            xs = self.inputs(seed)
-            mine = self.clone(xs)
-            self.checkpoint("reference forward")
-            out = self.call(False, mine)
-            self.checker.reference_sane(xs, out)  # None/non-tensor outputs, non-determinism
-            self.facts["cost"] = cost.reference_cost(self.ref, self.clone(xs), out)
-        except checks.SizeError as e:
-            raise Failure("harness_error", str(e)) from None
-        except Failure:
-            raise
-        except BaseException as e:
-            raise _classify(e, "harness_error", "the reference problem failed to load/build:")
-        self.result["input_shapes"] = [list(x.shape) if isinstance(x, torch.Tensor) else None
-                                       for x in xs]
-        self.checker.learn_reference(xs, mine, out)
-        self.snapshot()
-        self.checkpoint("candidate_import")
-        new_cls = self.problem.Model  # mode "aa": the reference against itself (noise floor)
-        if not self.aa:
-            try:
-                new_cls = getattr(_load_module("arbor_candidate", req.candidate_file),
-                                  "ModelNew", None)
-            except BaseException as e:
-                raise _classify(e, "compile_error", "the candidate failed to compile/import:")
-            if not isinstance(new_cls, type):
-                raise Failure("compile_error", "the candidate defines no `class ModelNew` (a "
-                              "KernelBench solution must define ModelNew with Model's constructor)")
-            if issubclass(new_cls, self.problem.Model):
-                raise Failure("hack_suspected", "ModelNew inherits the reference Model (falls back "
-                              "to the reference)")
-        self.result["candidate_loaded"] = True  # a dead process from here on may be the candidate's doing
-        try:
-            self.seed_fn(seed)
-            self.new = self.to_device(new_cls(*init))
-        except BaseException as e:
-            raise _classify(e, "runtime_error", "ModelNew(*get_init_inputs()) raised:")
-        self.verify()
+        """Both models built, the reference run once before the candidate is imported (``import_phase.py``)."""
+        import_phase.build(self, sys.modules[__name__])
 
     def to_device(self, m):  # type: ignore[no-untyped-def]
         ok = isinstance(m, self.torch.nn.Module)
@@ -204,8 +159,9 @@ class Harness:
         """Taken immediately before candidate code is imported (reward hacks #5, #7, #8, #11)."""
         extra = {"harness": sys.modules[__name__], "Harness": Harness, "problem": self.problem,
                  "Model": self.problem.Model}
-        extra.update({m.__name__: m for m in (checks, integrity, timing, cost, fpr, correctness, calibration,
-                                              clock_watch, compile_cache, placement)})
+        extra.update({m.__name__: m for m in (checks, sizes, integrity, timing, cost, fpr, correctness, calibration,
+                                              clock_watch, compile_cache, compile_cache.extension_cache, placement,
+                                              import_phase, timed_phase)})
         extra["Correctness"] = correctness.Correctness
         extra.update(integrity.reference_spaces(self.ref, self.problem))
         self.identities = integrity.IdentitySnapshot(extra)
@@ -233,134 +189,12 @@ class Harness:
             return out
         except BaseException as e:
             if is_new:
-                raise _classify(e, "runtime_error", "the candidate raised during forward:")
-            raise _classify(e, "harness_error", "the reference Model raised during forward:")
+                raise classify(e, "runtime_error", "the candidate raised during forward:")
+            raise classify(e, "harness_error", "the reference Model raised during forward:")
 
     def timing(self) -> None:
-        """Warm-up and calibration (calibration.py), then ABBA-interleaved rounds within the budget;
-        the independent monotonic clock brackets it all for the Critic's cross-check. Every call of
-        a sample gets its own input set up to ``timing_pool_bytes`` per side, so a result cached
-        across calls is never a hit (#3); sets repeat only where the inputs are too large for that."""
-        req, phases, t_warm = self.req, self.result["phase_times"], time.perf_counter()
-        min_rep, max_rep = int(req.min_repeats), int(req.max_repeats)
-        timer = timing.CpuTimer()
-        if self.cuda:  # clocks and throttling per side, read around each timed sample (clock_watch)
-            watch, self.facts["gpu_clocks"] = clock_watch.open_watch(self.result["fingerprint"])
-            timer = timing.CudaTimer(self.device, self.l2, watch)
-        self.checker.kept.clear()  # correctness's input clones: timing must not run in their shadow
-        # Both sides sweep one pool, so neither keeps luckier memory for the run (placement.py); a
-        # reference that mutates its inputs keeps a pool per side. Before issue 41: "own".
-        mode = "own" if any(self.checker.ref_mutates) else str(req.placement or "shared")
-        pools = placement.Pools(lambda s, k: self.inputs(10_007 + 1000 * s + k), calibration.POOL_SIZE, mode)
-        self.pools = pools.sets
-        models = (self.ref, self.new)
-        spot = random.Random(int.from_bytes(os.urandom(8), "little"))
-        self.spot_p, self.spot_checks, self.spot_ns = 0.0, 0, 0  # no spot checks while warming up
-        self.guard_ns = 0
-
-        def sample(side: int, start: int, inner: int) -> float:
-            t_in = timing.mono_ns()
-            try:
-                with self.as_reference(side == 1):  # state swapped outside the timed region
-                    seconds, out, xs = timer.sample(models[side], self.pools[side], start, inner, side)
-            except BaseException as e:
-                if side:
-                    raise _classify(e, "runtime_error", "the candidate raised during timing:")
-                raise _classify(e, "harness_error", "the reference Model raised during timing:")
-            pools.check(side, start, inner, lambda why: self.checker.fail("hack_suspected", why))
-            if side:  # switches flipped for the timed calls only, put back before other checks
-                integrity.verify_state(self.pristine.pristine, integrity.pstate.capture(), Failure,
-                                       self.precision, self.pristine.during)
-            if not self.cuda:  # the harness's own state swap and check around the timed calls
-                self.guard_ns += max(0, timing.mono_ns() - t_in - int(timer.walls[side][-1] * inner * 1e9))
-            if side and self.spot_checks < 3 and spot.random() < self.spot_p:  # unpredictable
-                t_spot = timing.mono_ns()
-                self.checker.spot_check((out, xs))
-                self.spot_checks += 1
-                self.spot_ns += timing.mono_ns() - t_spot
-            return seconds
-
-        def grow(side: int, want: int) -> None:
-            pools.grow(side, want)
-
-        plan = calibration.calibrate(
-            sample, grow, warmup_s=float(req.warmup_s), min_sample_s=float(req.min_sample_s),
-            cuda=self.cuda, set_bytes=max(1, sum(checks.nbytes(x) for x in self.pools[0][0])),
-            budget_bytes=int(req.timing_pool_bytes or (1 << 30 if self.cuda else 128 << 20)),
-            set_batch=lambda on: setattr(timer, "batch", on), clock=timing.perf_ns)
-        inner = self.facts["inner_by_side"] = plan.inner
-        self.facts.update(plan.facts())
-        pools.fit(sum(inner))  # a shared pool's size coprime to the calls a round makes
-        self.facts.update(pools.facts())
-        self.result["inner"] = inner[1]
-        self.verify()
-        self.checkpoint("timing")
-        samples = (self.result["baseline_samples"], self.result["candidate_samples"])
-        one = not self.cuda and self.torch.get_num_threads() == 1 == int(req.num_threads or 0)
-        kids0, threads0 = integrity.descendants(), self.audit.new_thread_ticks(one)  # one: no torch workers
-        if not self.cuda:  # thread CPU time only for single-threaded work (see timing.CpuTimer)
-            self.facts["clock"] = timer.start("cpu" if one and req.clock != "wall" else "wall")
-        else:
-            timer.start()  # from here on the clock watch brackets every sample
-        self.spot_p = 0.1  # a tenth of the timed candidate samples (3 at most) get checked
-        phases["warmup"] = time.perf_counter() - t_warm  # warm-up, calibration, the input pools
-        self.guard_ns = 0  # counted from here on, like the spot checks
-        t0, t_end, rnd = timing.mono_ns(), timing.perf_ns() + float(req.time_budget_s) * 1e9, 0
-        # a noisy paired ratio earns more rounds, up to the cap, until its CI is narrow enough
-        t_cap = t_end + float(req.extra_time_s or 0) * 1e9
-        target = float(req.target_ci or 0)
-        while rnd < max_rep and (rnd < min_rep or timing.perf_ns() < t_end + self.spot_ns or (
-                timing.perf_ns() < t_cap + self.spot_ns and timing.ratio_halfwidth(*samples) > target)):
-            for side in ((0, 1) if rnd % 2 == 0 else (1, 0)):  # ABBA: linear drift hits both
-                samples[side].append(sample(side, pools.start(side, rnd, inner[side]), inner[side]))
-            rnd += 1
-        if self.cuda:
-            timer.stop(self.facts["gpu_clocks"])  # the watch's readings, per side
-        # Spot checks are not timed work, nor is the harness's own integrity bookkeeping around each
-        # sample (swapping the reference's process state in and out, checking the candidate's after:
-        # ~0.2 ms a sample, so 40% of a phase of 0.5 ms samples, and a loaded machine then read a
-        # baseline as "work escaping the timer"). What the candidate leaves to run between samples
-        # (a finaliser of the output it returned, a thread) stays in the gap the Critic checks.
-        span = (timing.mono_ns() - t0 - self.spot_ns - self.guard_ns) / 1e9
-        t_after = time.perf_counter()
-        phases.update(rounds=span, spot_checks=self.spot_ns / 1e9, integrity_guard=self.guard_ns / 1e9)
-        walls = timer.walls if not self.cuda else samples  # the timer cross-checks use wall time
-        self.facts.update(timing_wall_s=span, timed_s=sum(
-            sum(s[:rnd]) * n for s, n in zip(walls, inner)), leftover_s=timer.leftover_s)
-        timing.cpu_or_wall(timer, samples, self.facts)
-        integrity.check_timing_children(kids0, span, Failure)
-        self.audit.check_timing_threads(threads0, span, one, Failure)
-        if self.cuda and timer.hidden_work(rnd * timer.units(inner[1])):
-            raise Failure("hack_suspected", f"in {timer.hidden_units()} of the candidate's timed calls or "
-                          "batches the device kept working after the end event (beyond the reference's "
-                          "usual wait): work on a CUDA stream the timer did not see")
-        if not self.spot_checks:  # at least one, on a sample timed like the others
-            self.spot_p = 1.0
-            sample(1, rnd * inner[1], inner[1])
-        if self.cuda:  # right after the timed calls, before the quiet window lets the GPU idle
-            self.result["fingerprint"]["gpu_state_end"] = fpr.gpu_state(str(self.device))
-        self.verify()
-        self.checker.quiet_window(self.audit)
-        phases["after_timing"] = time.perf_counter() - t_after  # checks, the quiet window
-
-    def measure_peaks(self, fp: dict) -> None:
-        """The peaks the request did not bring from the host's cache: on CPU every allowed core's
-        (the Critic's floor) and the campaign threads' (its speed-of-light position), one
-        measurement when the two are the same; on a GPU the board's measured rates, again when
-        the cached ones are another board's."""
-        req, facts = self.req, self.facts
-        if self.cuda:
-            sol = facts.get("sol_peak") or {}
-            if req.measure_sol_peak and sol.get("name") != self.torch.cuda.get_device_name(self.device):
-                facts["sol_peak"] = cost.measure_gpu_peak(self.device)
-            return
-        cores = int(fp.get("cpu_affinity") or 1)
-        threads = int(req.num_threads or cores)
-        if not facts.get("peak") and req.measure_peak:
-            facts["peak"] = cost.measure_cpu_peak(cores)
-        if not facts.get("sol_peak") and req.measure_sol_peak:
-            same = facts.get("peak") and facts["peak"].get("threads") == threads
-            facts["sol_peak"] = facts["peak"] if same else cost.measure_cpu_peak(threads)
+        """The timed phase: calibration, then ABBA-interleaved rounds (``timed_phase.py``)."""
+        timed_phase.run(self, sys.modules[__name__])
 
     def run(self) -> None:
         torch, req = self.torch, self.req
@@ -374,7 +208,7 @@ class Harness:
                 self.l2.reset()
         self.facts["peak"], self.facts["sol_peak"] = req.peak, req.sol_peak
         with self.timed("peak"):  # before the candidate exists: nothing it does can touch them
-            self.measure_peaks(fp)
+            cost.measure_missing_peaks(self.req, self.facts, fp, self.device)
         self.checkpoint("import")
         with torch.no_grad():
             with self.timed("import"):
@@ -432,21 +266,22 @@ def warm() -> dict:
     this call cost ({} when already done). A warm worker (sandbox/runners/warm_worker.py) calls it once and
     forks a child per measurement, which then finds nothing left to do here. Runs no tensor op:
     a forked child must be able to start its own OpenMP pool and device context."""
-    global checks, integrity, timing, cost, fpr, correctness, calibration, clock_watch, compile_cache, placement
-    global Failure
+    global checks, sizes, integrity, timing, cost, fpr, correctness, calibration, clock_watch, compile_cache, placement
+    global import_phase, timed_phase, Failure
     if _WARM:
         return {}
     t0 = time.perf_counter()
-    _load_module("arbor_harness_allocator", os.path.join(_HERE, "allocator.py")).pin()  # before torch
+    load_module("arbor_harness_allocator", os.path.join(_HERE, "allocator.py")).pin()  # before torch
     import torch  # noqa: PLC0415  (imported here so a missing torch is reported as data)
 
     t1 = time.perf_counter()
-    checks, integrity, timing, cost, fpr, correctness, calibration, clock_watch, compile_cache, placement = (
-        _load_module(f"arbor_harness_{n}", os.path.join(_HERE, f"{f}.py")) for n, f in
-        (("checks", "kernel_checks"), ("integrity", "integrity"), ("timing", "timing"),
+    (checks, sizes, integrity, timing, cost, fpr, correctness, calibration, clock_watch, compile_cache, placement,
+     import_phase, timed_phase) = (
+        load_module(f"arbor_harness_{n}", os.path.join(_HERE, f"{f}.py")) for n, f in
+        (("checks", "kernel_checks"), ("sizes", "problem_sizes"), ("integrity", "integrity"), ("timing", "timing"),
          ("cost", "cost"), ("fingerprint", "fingerprint"), ("correctness", "correctness"),
          ("calibration", "calibration"), ("clock_watch", "clock_watch"), ("compile_cache", "compile_cache"),
-         ("placement", "placement")))
+         ("placement", "placement"), ("import_phase", "import_phase"), ("timed_phase", "timed_phase")))
     Failure = checks.Failure
     _MODES.update({torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16", torch.float64: "fp64"})
     integrity._sibling("liveness")  # correctness loads it on first use
@@ -468,7 +303,7 @@ def warm_compiler() -> dict:
     if "compiler" in _WARM:
         return {}
     warm()
-    warmed = _load_module("arbor_harness_compiler_warm", os.path.join(_HERE, "compiler_warm.py")).warm(_WARM["torch"])
+    warmed = load_module("arbor_harness_compiler_warm", os.path.join(_HERE, "compiler_warm.py")).warm(_WARM["torch"])
     _WARM["compiler"] = warmed
     return {"compiler_import": warmed.seconds, "rebound_globals": len(warmed.leaks)}
 
@@ -491,7 +326,7 @@ def main(argv: list[str]) -> int:
     with open(argv[1], encoding="utf-8") as f:
         text = f.read()
     os.remove(argv[1])  # the nonces inside must not be readable by the candidate from disk
-    wire = _load_module("arbor_harness_request", os.path.join(_HERE, "request.py"))
+    wire = load_module("arbor_harness_request", os.path.join(_HERE, "request.py"))
     try:
         req = wire.read_measure(text)  # strict: an unknown or missing field is named, never defaulted
     except (ValueError, TypeError) as e:
@@ -508,7 +343,7 @@ def main(argv: list[str]) -> int:
                 compile_cache.settle(r.inductor)
                 return measure(r, path, torch, time.perf_counter(), warm_s)
 
-            return _load_module("arbor_harness_batch", os.path.join(_HERE, "batch.py")).run(entries, child)
+            return load_module("arbor_harness_batch", os.path.join(_HERE, "batch.py")).run(entries, child)
     except BaseException as e:  # noqa: BLE001  torch or a helper missing: report it as data
         for i, r in enumerate(entries if entries is not None else [req]):
             _RESULT = f"result-{i}.json" if entries is not None else "result.json"

@@ -22,7 +22,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # -I drops the script's folder
-import kernel_checks as checks  # noqa: E402  (shipped next to this file)
+import problem_sizes as sizes  # noqa: E402  (shipped next to this file)
 
 cost = None  # cost.py, loaded by path once the allocator is pinned (it imports torch)
 
@@ -133,7 +133,7 @@ def main(argv: list[str]) -> int:
     device = torch.device(req.device or "cpu")
     dtype = getattr(torch, req.dtype) if req.dtype else None
     problem = _load("arbor_problem", req.problem_file)
-    checks.apply_sizes(problem, req.sizes or {}, req.size_scale)
+    sizes.apply_sizes(problem, req.sizes or {}, req.size_scale)
     torch.manual_seed(0)
     init = list(problem.get_init_inputs())
     cand = _load("arbor_candidate", req.candidate_file)

@@ -33,7 +33,9 @@ from .protocol import KernelRequest
 from ..runner import Job, PythonEntry, Runner
 
 PROFILE_HARNESS = Path(__file__).parents[1] / "harness" / "profile_harness.py"
-_SHIPPED = ("kernel_checks.py", "allocator.py", "cost.py", "op_math.py", "compile_cache.py", "request.py")  # cost.py loads op_math.py
+# cost.py loads op_math.py, compile_cache.py extension_cache.py
+_SHIPPED = ("problem_sizes.py", "allocator.py", "cost.py", "op_math.py", "compile_cache.py", "extension_cache.py",
+            "request.py")
 # a runner may start it warm (forked from a worker that imported torch and its profiler once)
 PROFILE_ENTRY = PythonEntry("profile_harness.py", _SHIPPED)
 TOP = 12

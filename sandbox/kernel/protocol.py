@@ -30,10 +30,11 @@ __all__ = ["KernelRequest", "KernelMeasurement", "measure_kernel", "measure_kern
 
 HARNESS_PATH = Path(__file__).parents[1] / "harness" / "kernel_harness.py"
 # Shipped beside the harness and loaded by path in the child (never imported from Arbor there).
-HARNESS_MODULES = ("kernel_checks.py", "integrity.py", "process_state.py", "registries.py", "liveness.py",
-                   "placement.py", "timing.py", "calibration.py", "clock_watch.py", "cost.py", "op_math.py",
-                   "fingerprint.py", "correctness.py", "batch.py", "allocator.py", "compile_cache.py", "compiler_warm.py",
-                   "request.py", "cpu_facts.py")
+HARNESS_MODULES = ("kernel_checks.py", "problem_sizes.py", "integrity.py", "process_state.py", "registries.py",
+                   "liveness.py", "placement.py", "timing.py", "calibration.py", "clock_watch.py", "cost.py",
+                   "op_math.py", "fingerprint.py", "correctness.py", "batch.py", "allocator.py", "compile_cache.py",
+                   "extension_cache.py", "compiler_warm.py", "request.py", "cpu_facts.py", "import_phase.py",
+                   "timed_phase.py")
 # a runner may start the harness warm (forked from a worker that imported torch once); a job whose
 # candidate (or problem) compiles with torch.compile asks for Dynamo and Inductor imported too
 HARNESS_ENTRY = PythonEntry("kernel_harness.py", HARNESS_MODULES)

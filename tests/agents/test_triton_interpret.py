@@ -77,7 +77,7 @@ def _scale(path: Path) -> float:
     must still loop. Shapes are read on the meta device: nothing is computed."""
     import torch
 
-    from arbor.sandbox.harness.kernel_checks import apply_sizes
+    from arbor.sandbox.harness.problem_sizes import apply_sizes
     from benchmarks.triton_kernels import load_file
 
     def out_shape(scale: float) -> torch.Size:

@@ -13,8 +13,6 @@ import torch
 from arbor.sandbox.harness import cost, integrity
 from arbor.sandbox.harness.fingerprint import fingerprint, gpu_state
 from arbor.sandbox.harness.kernel_checks import (
-    SizeError,
-    apply_sizes,
     compare,
     degenerate,
     dense,
@@ -22,6 +20,7 @@ from arbor.sandbox.harness.kernel_checks import (
     same_values,
     tolerance,
 )
+from arbor.sandbox.harness.problem_sizes import SizeError, apply_sizes
 
 
 def test_compare_accepts_close_and_reports_errors():

@@ -31,8 +31,8 @@ FAST = dict(time_budget_s=0.3, warmup_s=0.05, min_repeats=5, num_threads=1, time
 HARNESS_CACHE = Path(cc.__file__).parents[1] / "harness" / "compile_cache.py"
 
 
-def _harness_module():
-    spec = importlib.util.spec_from_file_location("arbor_test_harness_compile_cache", HARNESS_CACHE)
+def _harness_module(path: Path = HARNESS_CACHE):
+    spec = importlib.util.spec_from_file_location(f"arbor_test_harness_{path.stem}", path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
@@ -378,7 +378,7 @@ def test_load_inline_builds_into_the_cache_folder_under_a_digest_of_what_shapes_
 
     monkeypatch.setattr(cpp, "load_inline", fake)
     folder = tmp_path / "extensions"
-    counts = _harness_module()._cache_extensions(str(folder))
+    counts = _harness_module(HARNESS_CACHE.with_name("extension_cache.py")).cache_extensions(str(folder))
     assert cpp.load_inline is not fake and counts == {"built": 0, "loaded": 0}
     assert cpp.load_inline("ext_a", "int f();", functions=["f"]) == "module ext_a"
     cpp.load_inline("ext_a", "int f();", functions=["f"], verbose=True)

@@ -165,9 +165,9 @@ def test_aa_mode_times_reference_against_itself():
 
 def test_job_is_self_contained():
     job = build_job(KernelRequest(PROBLEM, GOOD), nonce="n")
-    assert set(job.files) == {"kernel_harness.py", "kernel_checks.py", "integrity.py", "process_state.py", "registries.py", "liveness.py", "placement.py", "timing.py",
-                              "calibration.py", "clock_watch.py", "cost.py", "op_math.py", "fingerprint.py", "correctness.py", "batch.py", "allocator.py", "compile_cache.py", "compiler_warm.py", "request.py", "cpu_facts.py",
-                              "problem.py", "candidate.py", "request.json"}
+    assert set(job.files) == {"kernel_harness.py", "kernel_checks.py", "problem_sizes.py", "integrity.py", "process_state.py", "registries.py", "liveness.py", "placement.py", "timing.py",
+                              "calibration.py", "clock_watch.py", "cost.py", "op_math.py", "fingerprint.py", "correctness.py", "batch.py", "allocator.py", "compile_cache.py", "extension_cache.py", "compiler_warm.py", "request.py", "cpu_facts.py",
+                              "import_phase.py", "timed_phase.py", "problem.py", "candidate.py", "request.json"}
     assert job.argv[1:] == ["-I", "-B", "kernel_harness.py", "request.json"]
     assert job.memory_bytes == 8 << 30
     assert build_job(KernelRequest(PROBLEM, GOOD, device="cuda"), "n").memory_bytes is None
