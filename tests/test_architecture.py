@@ -11,8 +11,8 @@ fails, naming the file and line, when
 * an ``arbor.*`` import names a module that does not exist (a stale path after a move);
 * module-level imports form a cycle (lazy imports and ``if TYPE_CHECKING:`` blocks are left out:
   they do not run while the module is being imported);
-* a module is longer than ``MAX_LINES`` (one job per module; the few not split yet are listed in
-  ``LONG_OK`` with the reason);
+* a module is longer than ``MAX_LINES`` (one job per module; ``LONG_OK`` would name one not split
+  yet, with the reason, and is empty);
 * a module loads torch, Triton or LangGraph at import time — itself or through a module it imports
   at module level — unless it is one of the few that exist to do that work (``HEAVY_OK``): those
   libraries cost seconds to import, and reading a store, loading skills or replaying a landscape
@@ -372,17 +372,9 @@ def test_no_import_cycle_through_lazy_imports_either(project):
 
 
 MAX_LINES = 400
-# Modules over the cap, each with why it is not split yet: a new one fails the test below, and an
-# entry whose module came under the cap fails too (the list only shrinks).
-LONG_OK = {
-    "agents/transforms/triton/ops.py": "issue 41 is changing the Triton backend's op table; split after it lands",
-    "sandbox/harness/kernel_harness.py": "the shipped entry script: its helpers are loaded by path (HARNESS_MODULES), "
-                                         "so a split changes what every job ships",
-    "sandbox/harness/kernel_checks.py": "shipped into every job, as above",
-    "sandbox/harness/compile_cache.py": "shipped into every job, as above",
-    "sandbox/gpu/clocks.py": "the clock guard and its lock/verify/restore cycle: not split yet",
-    "sandbox/runners/forkserver.py": "the warm pool and one worker's protocol: not split yet",
-}
+# Modules over the cap, each with why it is not split yet (none now: keep it that way). A new one
+# fails the test below, and an entry whose module came under the cap fails too (the list only shrinks).
+LONG_OK: dict[str, str] = {}
 
 
 def test_no_module_over_the_line_cap(project):
