@@ -36,6 +36,9 @@ from .structured import InvalidReply, instructions, needs_instructions, parse_re
 T = TypeVar("T", bound=BaseModel)
 RETRYABLE_STATUS = {408, 409, 429}
 REPAIR_ECHO_CHARS = 8000
+# The least wall time worth sending a request with: a campaign with less left stops rather than
+# wait on a reply it has no time to measure.
+MIN_CALL_S = 5.0
 
 
 @dataclass
@@ -96,8 +99,12 @@ class Streak:
 class LLMClient:
     def __init__(self, cfg: RoleConfig, agent: str, budget: LLMBudget,
                  sink: Callable[[CallEvent], int | None], redactor: Redactor, streak: Streak,
-                 api_key: str | None = None, sleep: Callable[[float], None] = time.sleep):
+                 api_key: str | None = None, sleep: Callable[[float], None] = time.sleep,
+                 time_left: Callable[[], float | None] = lambda: None):
         self.cfg = cfg
+        # the campaign's wall budget left (None: unbounded). A request's timeout is capped by it:
+        # a 300 s timeout under load once ran a 600 s campaign to 828 s.
+        self._time_left = time_left
         self.agent = agent
         self.budget = budget
         self.sink = sink
@@ -195,9 +202,10 @@ class LLMClient:
         while True:
             attempt += 1
             meta = {**base, "attempt": attempt, "max_tokens": kwargs.get(self._max_tokens_param)}
+            timeout, capped = self._timeout(node_id, meta, base)
             t0 = time.monotonic()
             try:
-                resp = self._sdk.chat.completions.create(**kwargs, timeout=self.cfg.timeout_s)
+                resp = self._sdk.chat.completions.create(**kwargs, timeout=timeout)
                 return self._exchange(resp, base["prompt_estimate"], time.monotonic() - t0), meta
             except openai.APIStatusError as err:
                 status, detail = err.status_code, self._detail(err)
@@ -217,13 +225,16 @@ class LLMClient:
                 wait = self._retry_after(err.response.headers) if status in (429, 503) else None
                 wait = self._backoff(attempt) if wait is None else wait
             except openai.APITimeoutError:
-                error, wait = f"timed out after {self.cfg.timeout_s:g} s", self._backoff(attempt)
+                error, wait = f"timed out after {timeout:.0f} s", self._backoff(attempt)
+                if capped:
+                    error += " (the campaign's wall budget left)"
             except openai.APIConnectionError as err:
                 cause = err.__cause__ or err
                 error, wait = f"connection failed: {type(cause).__name__}: {cause}", self._backoff(attempt)
             except openai.APIError as err:  # a response the SDK could not validate: treat as transient
                 error, wait = f"bad response: {type(err).__name__}: {err}", self._backoff(attempt)
-            final = attempt >= attempts
+            left = self._time_left()
+            final = attempt >= attempts or (left is not None and left - wait < MIN_CALL_S)
             meta["latency_s"] = round(time.monotonic() - t0, 3)
             self._fail_event(node_id, meta, base, error, final=final, wait_s=None if final else round(wait, 3))
             if final:
@@ -232,6 +243,18 @@ class LLMClient:
             self._sleep(wait)
 
     # --- helpers ------------------------------------------------------------------------
+    def _timeout(self, node_id: int | None, meta: dict, base: dict) -> tuple[float, bool]:
+        """This request's timeout: the role's, capped by the campaign's wall budget left; with
+        less than ``MIN_CALL_S`` left nothing is sent."""
+        left = self._time_left()
+        if left is None or left >= self.cfg.timeout_s:
+            return self.cfg.timeout_s, False
+        if left < MIN_CALL_S:
+            why = f"the campaign's wall budget has {max(left, 0):.0f} s left: no request sent"
+            self._fail_event(node_id, meta, base, why, final=True)
+            raise LLMUnavailable(f"{self.agent}: {why}")
+        return left, True
+
     def _exchange(self, resp: Any, est: int, latency: float) -> _Exchange:
         text, finish, problem = "", None, None
         if isinstance(resp, (str, bytes)):  # the SDK hands back bodies it could not parse as JSON

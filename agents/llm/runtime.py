@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import os
 from dataclasses import dataclass
+from typing import Callable
 
 from arbor.search_tree.records import MeasurementRecord, NodeRecord, VerdictRecord
 from arbor.search_tree.store import Store
@@ -46,6 +47,9 @@ class LLMRuntime:
         self._clients: dict[tuple, LLMClient] = {}
         self._after = 0
         self._latest: dict[str, dict] = {}
+        # the campaign's wall budget left, in seconds (set by the campaign once its clock runs);
+        # every client caps its request timeouts by it
+        self.time_left: Callable[[], float] | None = None
 
     # --- wiring -------------------------------------------------------------------------
     def bind(self, store: Store, campaign_id: int) -> None:
@@ -79,8 +83,11 @@ class LLMRuntime:
             api_key = os.environ.get(cfg.api_key_env) if cfg.api_key_env else None
             streak = self.streaks.setdefault(agent, Streak())
             self._clients[key] = LLMClient(cfg, agent, self.budget, self.record, self.redactor, streak,
-                                           api_key=api_key)
+                                           api_key=api_key, time_left=self._wall_left)
         return self._clients[key]
+
+    def _wall_left(self) -> float | None:
+        return None if self.time_left is None else self.time_left()
 
     def record(self, ev: CallEvent) -> int | None:
         payload = self.redactor.scrub(ev.payload)

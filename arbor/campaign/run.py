@@ -17,7 +17,7 @@ from arbor.search_tree.store import CampaignBusy, Store
 from arbor.spec import CampaignSpec, precision_of
 from arbor.targets import make_adapter, traits
 
-from . import changes, compile_times
+from . import changes, compile_times, timing
 from .agent_setup import build_agents
 from .context import Context
 from .graph import run_loop
@@ -92,6 +92,8 @@ def build_context(spec: CampaignSpec, store: Store, report: Callable[[str, dict]
                   critic=agents.critic, orchestrator=agents.orchestrator, specialist=agents.specialist,
                   report=report, llm=agents.llm, owner=owner)
     ctx.measurer = SerialMeasurer(ctx)  # until run_campaign opens the one spec.executor asks for
+    if agents.llm is not None:  # an LLM request never waits past the wall budget
+        agents.llm.time_left = lambda: timing.time_left(ctx)
     for ev in store.events(campaign.id, limit=1_000_000, kinds=["baseline"]):
         ctx.set_noise_floor(float(ev.payload.get("noise_floor", 0.0)))
     restore_profile(ctx)

@@ -5,6 +5,7 @@ Retry-After, 5xx, timeouts, 5 MB replies, a dead server)."""
 from __future__ import annotations
 
 import json
+import re
 import socket
 import time
 
@@ -155,6 +156,29 @@ def test_timeouts_are_retried(server):
     server.push(ok(GOOD, delay_s=1.5), ok(GOOD))
     assert client.call(MSGS, Answer, purpose="unit").value.value == 7
     assert "timed out" in rt.memory_events[0].payload["error"]
+
+
+def test_a_request_never_waits_past_the_campaign_s_wall_budget(server):
+    """Under load 16 a 300 s request timeout ran a 600 s campaign to 828 s: the timeout is capped by
+    the wall time left, and with under MIN_CALL_S left nothing is sent at all."""
+    rt, client = make(server, timeout=30.0, retries=3)
+    deadline = time.monotonic() + 5.5
+    rt.time_left = lambda: deadline - time.monotonic()
+    server.push(ok(GOOD, delay_s=7.0))
+    t0 = time.monotonic()
+    with pytest.raises(LLMUnavailable):
+        client.call(MSGS, Answer, purpose="unit")
+    assert time.monotonic() - t0 < 8.0  # not the 30 s timeout, nor 4 attempts of it
+    first = rt.memory_events[0].payload
+    assert re.search(r"timed out after [56] s \(the campaign's wall budget left\)", first["error"])
+    sent = len(server.chat_requests())
+    rt.time_left = lambda: 2.0
+    with pytest.raises(LLMUnavailable, match="wall budget has 2 s left: no request sent"):
+        client.call(MSGS, Answer, purpose="unit")
+    assert len(server.chat_requests()) == sent
+    rt.time_left = lambda: 1000.0  # plenty left: the role's own timeout applies, and the call works
+    server.push(ok(GOOD))
+    assert client.call(MSGS, Answer, purpose="unit").value.value == 7
 
 
 def test_five_megabyte_reply_is_refused_and_stored_capped(server):
