@@ -15,13 +15,19 @@ REPO = Path(__file__).resolve().parents[1]
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist's, which turns -n auto into a worker count
 def pytest_cmdline_main(config):
-    """Serial by default; ``-n auto`` (or ``-n auto --dist loadgroup``) runs the suite on workers,
-    a test file whole on one worker, the slowest groups first (``_slow_groups_first``). Not the
-    default: on 2 cores the full two-worker run of 2026-12-02 took 28 min with the live-dashboard
-    tmux tests failing under workers only (docs/performance.md#test-suite)."""
+    """The whole suite runs on workers by default: where pytest-xdist is installed (the ``test``
+    extra) and the command names neither paths nor ``-n`` (the README's ``python3 -m pytest -q``),
+    the run is ``-n auto --dist loadgroup``: a test file whole on one worker, the slowest groups
+    first (``_slow_groups_first``), a test marked ``timing`` alone (``_RunLock``). A command that
+    names files runs serially (two workers' start-up costs more than most files take) unless it
+    says ``-n``; ``-n 0`` or ``-p no:xdist`` runs the suite serially. Measured on 2 cores in
+    docs/performance.md#test-suite."""
     if not config.pluginmanager.hasplugin("xdist") or os.environ.get("PYTEST_XDIST_WORKER"):
         return
     opt = config.option
+    whole_suite = config.args_source == pytest.Config.ArgsSource.TESTPATHS
+    if whole_suite and opt.numprocesses is None and not opt.usepdb and not opt.collectonly:
+        opt.numprocesses = "auto"
     if opt.numprocesses is not None and opt.dist == "no":
         opt.dist = "loadgroup"
     if opt.dist == "loadgroup":

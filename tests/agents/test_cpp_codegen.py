@@ -1,5 +1,5 @@
 """The generated C++ CPU kernel (``cpp_codegen``): what it emits, its math against torch's, and
-one real build per loop shape, compared with the reference."""
+both loop shapes built (in one extension: tests/agents/cpp_combined.py) and compared with the reference."""
 
 from __future__ import annotations
 
@@ -182,13 +182,26 @@ def _module(source: str, name: str) -> types.ModuleType:
     return mod
 
 
+BUILT = {"flat-broadcast": CONV_BIAS, "column": RMS_CHANNELS}  # a row chain: the sandbox test
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory) -> dict:
+    """Both loop shapes' candidates, their kernels built together in ONE extension (a build is
+    ~60 s of CPU here, nearly all of it torch's headers): ``cpp_combined``."""
+    from tests.agents.cpp_combined import build_candidates
+
+    cands = build_candidates([generate(to_modelnew(p)) for p in BUILT.values()], "arbor_codegen_test",
+                             tmp_path_factory.mktemp("ext"))
+    return dict(zip(BUILT, cands))
+
+
 @needs_cxx
-@pytest.mark.slow  # a load_inline build each (on workers, this file starts first)
-@pytest.mark.parametrize("problem", [CONV_BIAS, RMS_CHANNELS], ids=["flat-broadcast", "column"])  # a row chain: the sandbox test
-def test_the_built_kernel_matches_the_reference(problem, tmp_path, monkeypatch):
-    monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path))
+@pytest.mark.slow  # one load_inline build for the module (on workers, this file starts first)
+@pytest.mark.parametrize("name", list(BUILT))
+def test_the_built_kernel_matches_the_reference(name, built):
+    problem, cand = BUILT[name], built[name]
     ref = _module(problem, "ref")
-    cand = _module(generate(to_modelnew(problem)), "cand")
     torch.manual_seed(0)
     a = ref.Model(*ref.get_init_inputs())
     b = cand.ModelNew(*ref.get_init_inputs())

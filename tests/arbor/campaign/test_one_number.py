@@ -21,10 +21,12 @@ from tests.arbor.helpers import arbor, arbor_json
 from tests.arbor.campaign.test_verify import _dump, _run, _sp, _spec
 
 
-@pytest.fixture()
-def finished(tmp_path):
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory):
     """The best (B, y) measures 2.0x, 2.4x, 2.45x, its reference a little slower in the later runs:
-    its Critic value and verified median differ, and so do the reference times of its runs."""
+    its Critic value and verified median differ, and so do the reference times of its runs. Run
+    once for the module: both tests only read the finished store (each writes into its own folder)."""
+    tmp_path = tmp_path_factory.mktemp("surfaces")
     points = [
         {"knobs": {"K": "A", "M": "x"}, "runs": [_sp(1.0)] * 3},
         {"knobs": {"K": "B", "M": "x"}, "runs": [_sp(1.5), _sp(1.52), _sp(1.48)]},

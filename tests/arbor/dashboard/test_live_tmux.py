@@ -27,7 +27,11 @@ class Tmux:
     def __init__(self, cwd: Path):
         self.sock = f"arbor-test-{os.getpid()}"
         self.cwd = cwd
-        self.env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST", "TMUX"))}
+        # COLUMNS and LINES go too: rich sizes the dashboard by them before it asks the terminal,
+        # and a pytest-xdist worker's environment holds COLUMNS=80 LINES=24 (a serial run's does
+        # not), so under workers the dashboard drew 80x24 in a 150x45 pane and never reflowed
+        self.env = {k: v for k, v in os.environ.items()
+                    if not k.startswith(("PYTEST", "TMUX")) and k not in ("COLUMNS", "LINES")}
 
     def __call__(self, *args: str) -> str:
         r = subprocess.run(["tmux", "-L", self.sock, "-f", "/dev/null", *args], cwd=self.cwd, env=self.env,
