@@ -11,8 +11,10 @@ with the torch op on one thread, so every ratio is measured under the same load.
 As the harness does (``sandbox/harness/kernel_harness.py``): the host allocator pinned (no
 ``mmap``, no trim: ``sandbox/harness/allocator.py``), so outputs are reused rather than faulted in,
 and every call takes the next input of a pool of 128 MB, so inputs come from memory, not from a
-cache the previous call filled. (Without both, an earlier version read ReLU at 5.65x torch:
-torch's output faulted in fresh pages while the inputs stayed in the 32 MB L3.)
+cache the previous call filled. (Without both, an earlier version read ReLU at 5.65x torch at
+load 9-13, where campaigns read ~1.0x; with both, 1.07-1.29x on a core of its own. Likely causes,
+not isolated: one input reused from the 32 MB L3, and outputs faulted in or not by the unpinned
+allocator depending on the order of earlier allocations.)
 
     python -m benchmarks.cpp_schedule_points --build-only   # the build (run it on a build core)
     taskset -c 0 python -m benchmarks.cpp_schedule_points   # the timing (the cached build)
