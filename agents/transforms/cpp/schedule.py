@@ -21,9 +21,15 @@ Knobs (``KNOBS``; the kernel lists the ones it reads in its ``ARBOR_KNOBS`` line
   VM's glibc reports the 256 MB of the whole EPYC package), and on the issue's AVX-512 VM a 16 MB
   ReLU output streamed ran 1.5-1.9x torch. The point is measured; the search decides.
 - ``prefetch``: elements ahead of the block whose input lines are prefetched (0: none).
+- ``lanes``: independent accumulators in each pass of a row reduction (``reduce.py``: split
+  accumulators, so a reduction's vectors do not wait on each other; 0: one ``omp simd``
+  reduction). Read by row-mode kernels only.
+- ``erf``: 1 computes ``erf`` as a rational function without ``exp`` (``math.py``: max abs
+  error 4.3e-7, the A&S form's is 5e-7); 0, Abramowitz & Stegun with an ``exp``. Read only by
+  kernels that call ``erf``.
 
-Knobs not set by a point keep their defaults (``DEFAULTS``: the plain kernel), so a point is
-absolute and the same point reached from two parents is one artifact.
+Knobs not set by a point keep their defaults (``DEFAULTS``: the kernel ``cpp_codegen`` writes),
+so a point is absolute and the same point reached from two parents is one artifact.
 """
 
 from __future__ import annotations
@@ -34,10 +40,15 @@ import re
 from ..base import register
 from .names import SOURCE, extension_name
 
-KNOBS = ("unroll", "block", "stream", "prefetch")
-DEFAULTS = {"unroll": 0, "block": 0, "stream": 0, "prefetch": 0}
-VALUES = {"unroll": (0, 1), "block": (0, 1024, 4096, 16384), "stream": (0, 1), "prefetch": (0, 256, 1024, 4096)}
-_LINE = re.compile(r"^#define ARBOR_(UNROLL|BLOCK|STREAM|PREFETCH) (\d+)$", re.M)
+KNOBS = ("unroll", "block", "stream", "prefetch", "lanes", "erf")
+# the point ``cpp_codegen`` writes: the best measured, since a campaign may have no budget left for
+# another build (side by side on the development machine, one thread, load 4.4, as a campaign's
+# harness runs it: softmax 1.47x torch at lanes 64 against 1.32x without; GELU 1.58x with the
+# rational erf against 0.85x: benchmarks/results/cpp_schedule_points.json)
+DEFAULTS = {"unroll": 0, "block": 0, "stream": 0, "prefetch": 0, "lanes": 64, "erf": 1}
+VALUES = {"unroll": (0, 1), "block": (0, 1024, 4096, 16384), "stream": (0, 1), "prefetch": (0, 256, 1024, 4096),
+          "lanes": (0, 16, 32, 64), "erf": (0, 1)}
+_LINE = re.compile(r"^#define ARBOR_(UNROLL|BLOCK|STREAM|PREFETCH|LANES|ERF) (\d+)$", re.M)
 _KNOBS_LINE = re.compile(r"^// ARBOR_KNOBS: ([a-z ]*)$", re.M)
 
 

@@ -1,0 +1,141 @@
+"""Split accumulators in the generated row reductions (``transforms/cpp/reduce.py``, the ``lanes``
+knob) and the exp-free erf (``math.py``, the ``erf`` knob): what the kernel text says, the erf's
+stated error bound, and sampled points of both knobs, built together in ONE extension, computing
+what the reference computes at the campaign's tolerance and vectorising (the compiler's report)."""
+
+from __future__ import annotations
+
+import ctypes
+import itertools
+import random
+import re
+import shutil
+import subprocess
+import sys
+import types
+from pathlib import Path
+
+import pytest
+import torch
+
+from arbor.agents.transforms import apply_move, to_modelnew
+from arbor.agents.transforms.cpp import generate
+from arbor.agents.transforms.cpp.math import MATH
+from arbor.agents.transforms.cpp.schedule import DEFAULTS, KNOBS, VALUES, kernel_of, read, validate
+from arbor.agents.transforms.cpp.source import FLAGS, KERNEL
+
+sys.path.insert(0, str(Path(__file__).parent))
+from test_cpp_schedule import _HEAD, LAYERNORM, SOFTMAX, _active_simd_loops, _combined, needs_cxx  # noqa: E402
+
+LOG_SOFTMAX = SOFTMAX.replace("torch.softmax(x, dim=1)", "torch.log_softmax(x, dim=1)")
+GELU_ERF = _HEAD + '''    def forward(self, x):
+        return torch.nn.functional.gelu(x * 3.0)  # reaches erf's clamp and its tails
+
+def get_inputs():
+    return [torch.randn(19, 1037)]
+
+def get_init_inputs():
+    return []
+'''
+ROW_SUM = _HEAD + '''    def forward(self, x):
+        return torch.sum(x, dim=1)
+
+def get_inputs():
+    return [torch.randn(11, 3001)]
+
+def get_init_inputs():
+    return []
+'''
+PROBLEMS = {"softmax": SOFTMAX, "log_softmax": LOG_SOFTMAX, "layernorm": LAYERNORM, "sum": ROW_SUM,
+            "gelu_erf": GELU_ERF}
+
+
+def _points(kernel: str) -> list[dict]:
+    """Every admitted point that sets only knobs ``kernel`` reads."""
+    knobs = read(kernel)[0]
+    out = []
+    for values in itertools.product(*(VALUES[k] for k in KNOBS)):
+        point = dict(zip(KNOBS, values))
+        try:
+            validate(point)
+        except ValueError:
+            continue
+        if all(point[k] == DEFAULTS[k] for k in KNOBS if k not in knobs):
+            out.append(point)
+    return out
+
+
+def test_lanes_are_read_by_row_reductions_and_erf_by_kernels_calling_it():
+    assert {"lanes"} <= set(read(kernel_of(generate(to_modelnew(SOFTMAX))))[0])
+    assert "erf" not in read(kernel_of(generate(to_modelnew(SOFTMAX))))[0]
+    gelu = generate(to_modelnew(GELU_ERF))
+    assert "erf" in read(kernel_of(gelu))[0] and "lanes" not in read(kernel_of(gelu))[0]
+    assert apply_move(gelu, "cpp_schedule", {"lanes": 32}) is None  # no reduction to split
+    kernel = kernel_of(apply_move(generate(to_modelnew(SOFTMAX)), "cpp_schedule", {"lanes": 32}))
+    assert "#define ARBOR_LANES 32" in kernel and "lane_r1[l] =" in kernel
+    assert read(kernel_of(generate(to_modelnew(SOFTMAX))))[1]["lanes"] == DEFAULTS["lanes"] > 0  # split by default
+    # the pass body is outlined: restrict pointers as parameters, not captured by a lambda
+    assert "void arbor_part(float* __restrict__ o, const float* __restrict__ p0" in kernel
+
+
+_ERF_ABI = r'''
+extern "C" void run(const float* x, float* y, long n) { for (long i = 0; i < n; ++i) y[i] = arbor_erf(x[i]); }
+'''
+
+
+def test_the_exp_free_erf_keeps_its_stated_bound(tmp_path):
+    """math.py states 4.3e-7 absolute (float32); checked here against double erf, with the edges."""
+    if shutil.which("c++") is None:
+        pytest.skip("no C++ compiler")
+    (tmp_path / "e.cpp").write_text("#define ARBOR_ERF 1\n" + MATH.replace("#include <ATen/Parallel.h>", "") + _ERF_ABI)
+    subprocess.run(["c++", *FLAGS, "-shared", "-fPIC", str(tmp_path / "e.cpp"), "-o", str(tmp_path / "e.so")],
+                   check=True)
+    lib = ctypes.CDLL(str(tmp_path / "e.so"))
+    g = torch.Generator().manual_seed(7)
+    x = torch.cat([torch.empty(400_000).uniform_(-6.0, 6.0, generator=g),
+                   torch.tensor([0.0, -0.0, 1e-30, -1e-30, 3.92, -3.92, 4.0, 50.0, -50.0, float("inf"), float("-inf")])])
+    y = torch.empty_like(x)
+    lib.run(ctypes.c_void_p(x.data_ptr()), ctypes.c_void_p(y.data_ptr()), ctypes.c_long(x.numel()))
+    assert (y.double() - torch.erf(x.double())).abs().max() < 4.5e-7
+    nan = torch.tensor([float("nan")])
+    lib.run(ctypes.c_void_p(nan.data_ptr()), ctypes.c_void_p(y.data_ptr()), ctypes.c_long(1))
+    assert y[0].isnan()
+
+
+@needs_cxx
+@pytest.mark.slow  # one load_inline build for every sampled point
+def test_sampled_lanes_and_erf_points_match_the_reference_and_vectorise(tmp_path, monkeypatch):
+    from torch.utils.cpp_extension import load_inline
+    monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path))
+    rng = random.Random(4141)
+    cases = []
+    for name, problem in PROBLEMS.items():
+        base = generate(to_modelnew(problem))
+        pool = [p for p in _points(kernel_of(base)) if p != DEFAULTS]
+        cases += [(name, apply_move(base, "cpp_schedule", p)) for p in rng.sample(pool, 2)]
+    kernels = [kernel_of(src) for _, src in cases]
+    report = tmp_path / "vec.txt"
+    ext = load_inline(name="arbor_reduce_test", cpp_sources=_combined(kernels),
+                      functions=[f"k{i}" for i in range(len(kernels))],
+                      extra_cflags=[*FLAGS, f"-fopt-info-vec-optimized={report}"], verbose=False)
+    built = (tmp_path / "arbor_reduce_test" / "main.cpp").read_text()
+    vectorised = {int(m.group(1)) for m in re.finditer(r"main\.cpp:(\d+):\d+: optimized: loop vectorized",
+                                                       report.read_text())}
+    for i, ((name, src), kernel) in enumerate(zip(cases, kernels)):
+        first = built[:built.index(f"namespace p{i} {{\n")].count("\n") + 1
+        loops = _active_simd_loops(kernel, first)
+        assert loops and all(vectorised.intersection(loop) for loop in loops), (name, read(kernel)[1], loops)
+        mod = types.ModuleType(f"cand{i}")
+        mod.__dict__["_TEST_EXT"] = types.SimpleNamespace(**{KERNEL: getattr(ext, f"k{i}")})
+        src = re.sub(r"^_arbor_ext = load_inline\(.*$", "_arbor_ext = _TEST_EXT", src, count=1, flags=re.M)
+        exec(compile(src.replace("from torch.utils.cpp_extension import load_inline\n", ""), f"cand{i}", "exec"),
+             mod.__dict__)  # noqa: S102 - generated by the move under test
+        ref = types.ModuleType("ref")
+        exec(compile(PROBLEMS[name], "ref", "exec"), ref.__dict__)  # noqa: S102
+        torch.manual_seed(i)
+        a, b = ref.Model(*ref.get_init_inputs()), mod.ModelNew(*ref.get_init_inputs())
+        b.load_state_dict(a.state_dict())
+        with torch.no_grad():
+            x = ref.get_inputs()
+            # the campaign's float32 tolerance is 1e-4 (atol = rtol); checked tighter in atol
+            torch.testing.assert_close(b(*x), a(*x), rtol=1e-4, atol=1e-5, msg=lambda m: f"{name} {read(kernel)[1]}: {m}")
