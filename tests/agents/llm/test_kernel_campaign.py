@@ -229,6 +229,6 @@ def test_dead_server_stops_gracefully_and_a_restart_resumes(campaign_dir):
     assert summary2.stop_reason.startswith("crash storm"), summary2.stop_reason
     store = open_store(f"sqlite:///{db}")
     after = {n.id: (n.state, len(store.measurements(n.id))) for n in store.nodes(camp.id)}
-    assert all(after[i] == before[i] for i in before)  # nothing measured twice, nothing lost
+    assert all(after[i] == before[i] for i in before), (before, after)  # nothing measured twice, nothing lost
     assert len(after) == 3 and script.sent == [FAST, variant(SYNTAX, 1)]
     store.close()
