@@ -59,8 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     from arbor.agents.transforms.cpp.schedule import kernel_of
     from arbor.agents.transforms.cpp.source import FLAGS
 
-    sys.path.insert(0, str(ROOT / "tests" / "agents"))
-    from test_cpp_schedule import _combined  # the test's one-extension builder
+    from tests.agents.cpp_combined import combined_source  # the tests' one-extension builder
 
     torch.set_num_threads(1)
     started, load0 = time.monotonic(), os.getloadavg()
@@ -71,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
             names.append((op, p))
             moved = apply_move(base, "cpp_schedule", p) if p else base
             kernels.append(kernel_of(moved if moved is not None else base))
-    ext = load_inline("arbor_bench_sched_points", cpp_sources=_combined(kernels),
+    ext = load_inline("arbor_bench_sched_points", cpp_sources=combined_source(kernels),
                       functions=[f"k{i}" for i in range(len(kernels))], extra_cflags=list(FLAGS))
     if args.build_only:
         return 0
