@@ -52,6 +52,13 @@ def test_readings_are_capped_by_physics():
     assert gemm.bound == "compute" and gemm.seconds == pytest.approx(40e-3)
     shown, note = gemm.reading(1e-3)  # a collapse: far beyond the reference's FLOP bound, not its bytes
     assert shown is not None and "fewer FLOPs" in note
+    fast_ref = from_measurement({"cost": {"bytes": 1 * MB, "flops": 2e9, "dtype": "float32"}, "sol_peak": ONE,
+                                 "peak": ALL}, FP, 20e-3)
+    shown, note = fast_ref.reading(20e-3)  # the reference itself at twice the measured GEMM rate: a low peak
+    assert shown == 1.0 and "outran the measured FLOP peak" in note and "fewer FLOPs" not in note
+    assert "reference 100% (the measured FLOP peak is low)" in fast_ref.line(20e-3, 20e-3)
+    shown, note = fast_ref.reading(5e-3)  # a candidate 4x faster than that reference still reads as less math
+    assert shown is not None and "fewer FLOPs" in note
     assert "bfloat16: 4.0x the FLOP rate" in gemm.advice()
     assert from_measurement({"cost": {}}, FP, 1.0) is None  # replayed and serving targets have no cost
 

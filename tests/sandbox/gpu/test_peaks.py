@@ -77,6 +77,24 @@ def test_a_reference_faster_than_the_cached_peak_makes_it_stale(tmp_path, monkey
     assert devices.cached_cpu_peak(1) is not None
 
 
+def test_a_reference_whose_math_outran_the_cached_gemm_rate_makes_it_stale(tmp_path, monkeypatch):
+    """A GEMM's reference at 0.35 ms for 33.5 MFLOP is 96 GFLOP/s: a cached 50 GFLOP/s was measured
+    on a busy machine, though its bandwidth is fine for the 0.8 MB it moves."""
+    monkeypatch.setenv("ARBOR_CACHE_DIR", str(tmp_path))
+    slow = {"threads": 1, "bandwidth": CURVE, "bytes_per_s": 14e9, "flops": {"float32": 50e9}, "source": "measured"}
+    devices.store_cpu_peak(slow)
+    req = KernelRequest(problem_source="", candidate_source="", num_threads=1)
+    cost = {"bytes": 0.8 * MB, "flops": 2 * 256 ** 3, "dtype": "float32"}
+    m = KernelMeasurement("ok", None, None, [], [0.35e-3] * 9, [0.35e-3] * 9, 1, {}, 1.0, {},
+                          stats={"cost": cost, "sol_peak": devices.cached_cpu_peak(1)})
+    check_peaks(req, m)
+    assert devices.cached_cpu_peak(1) is None
+    devices.store_cpu_peak({**slow, "flops": {"float32": 100e9}})
+    m.stats["sol_peak"] = devices.cached_cpu_peak(1)
+    check_peaks(req, m)  # 96 GFLOP/s within the measured 100
+    assert devices.cached_cpu_peak(1) is not None
+
+
 @pytest.mark.gpu
 def test_a_boards_measured_rates_stay_below_its_datasheet():
     import torch
