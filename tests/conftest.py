@@ -52,13 +52,16 @@ def pytest_xdist_auto_num_workers(config):
 def _xdist_group(item) -> str:
     """The unit a worker takes whole: a test file, so a module-scoped fixture (a C++ extension
     built once for the file, a served model) is built once; every test that needs a private
-    Docker engine, PostgreSQL server or Ray cluster goes to one worker, so each starts once."""
+    Docker engine, PostgreSQL server or Ray cluster goes to one worker, so each starts once, and so
+    does every test of the session's one C++ extension (``cpp_build``: tests/agents/conftest.py)."""
     if item.get_closest_marker("docker") is not None:
         return "docker-engine"
     if item.get_closest_marker("ray") is not None:
         return "ray-cluster"
     if {"pg_server", "pg_url"} & set(getattr(item, "fixturenames", ())):
         return "postgres-server"
+    if "cpp_build" in getattr(item, "fixturenames", ()):
+        return "cpp-extension"
     return item.nodeid.split("::", 1)[0]
 
 
