@@ -35,11 +35,30 @@ def pytest_cmdline_main(config):
         opt.loadscopereorder = False  # the order of _slow_groups_first, not the number of tests in a group
 
 
+_RUN_UID = pytest.StashKey[str]()  # the controller's: pytest-xdist's id of this run
+
+
 @pytest.hookimpl(optionalhook=True)  # pytest-xdist's hook: absent under -p no:xdist
 def pytest_configure_node(node):
     """A worker parses the command line, not the options set above: tell it the mode, so that it
-    names its items by group (``--dist loadgroup``) as the scheduler expects."""
+    names its items by group (``--dist loadgroup``) as the scheduler expects. Keep the run's id, for
+    ``pytest_unconfigure``."""
     node.workerinput["arbor_dist"] = node.config.option.dist
+    node.config.stash[_RUN_UID] = node.workerinput["testrunuid"]
+
+
+def pytest_unconfigure(config):
+    """The controller of a pytest-xdist run removes what its workers shared in the temporary folder:
+    the run lock's files (``_RunLock``) and the one shared campaign (tests/arbor/dashboard/shared_campaign.py)."""
+    uid = config.stash.get(_RUN_UID, None)
+    if uid is None:
+        return
+    from tests.arbor.dashboard.shared_campaign import shared_root
+
+    base = Path(tempfile.gettempdir()) / f"arbor-pytest-{uid}"
+    for suffix in (".lock", ".turnstile"):
+        Path(f"{base}{suffix}").unlink(missing_ok=True)
+    shutil.rmtree(shared_root(uid), ignore_errors=True)
 
 
 @pytest.hookimpl(optionalhook=True)  # pytest-xdist's hook: absent under -p no:xdist
