@@ -11,6 +11,7 @@ from tests.docker_engine import docker_engine, engine_possible  # noqa: F401  (s
 from tests.pg_server import pg_server, pg_url  # noqa: F401  (PostgreSQL fixtures)
 
 REPO = Path(__file__).resolve().parents[1]
+TIMING_GROUP = "timing-alone"  # the xdist group of every test marked timing (_xdist_group)
 
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist's, which turns -n auto into a worker count
@@ -34,11 +35,30 @@ def pytest_cmdline_main(config):
         opt.loadscopereorder = False  # the order of _slow_groups_first, not the number of tests in a group
 
 
+_RUN_UID = pytest.StashKey[str]()  # the controller's: pytest-xdist's id of this run
+
+
 @pytest.hookimpl(optionalhook=True)  # pytest-xdist's hook: absent under -p no:xdist
 def pytest_configure_node(node):
     """A worker parses the command line, not the options set above: tell it the mode, so that it
-    names its items by group (``--dist loadgroup``) as the scheduler expects."""
+    names its items by group (``--dist loadgroup``) as the scheduler expects. Keep the run's id, for
+    ``pytest_unconfigure``."""
     node.workerinput["arbor_dist"] = node.config.option.dist
+    node.config.stash[_RUN_UID] = node.workerinput["testrunuid"]
+
+
+def pytest_unconfigure(config):
+    """The controller of a pytest-xdist run removes what its workers shared in the temporary folder:
+    the run lock's files (``_RunLock``) and the one shared campaign (tests/arbor/dashboard/shared_campaign.py)."""
+    uid = config.stash.get(_RUN_UID, None)
+    if uid is None:
+        return
+    from tests.arbor.dashboard.shared_campaign import shared_root
+
+    base = Path(tempfile.gettempdir()) / f"arbor-pytest-{uid}"
+    for suffix in (".lock", ".turnstile"):
+        Path(f"{base}{suffix}").unlink(missing_ok=True)
+    shutil.rmtree(shared_root(uid), ignore_errors=True)
 
 
 @pytest.hookimpl(optionalhook=True)  # pytest-xdist's hook: absent under -p no:xdist
@@ -52,13 +72,21 @@ def pytest_xdist_auto_num_workers(config):
 def _xdist_group(item) -> str:
     """The unit a worker takes whole: a test file, so a module-scoped fixture (a C++ extension
     built once for the file, a served model) is built once; every test that needs a private
-    Docker engine, PostgreSQL server or Ray cluster goes to one worker, so each starts once."""
+    Docker engine, PostgreSQL server or Ray cluster goes to one worker, so each starts once, and so
+    does every test of the session's one C++ extension (``cpp_build``: tests/agents/conftest.py).
+    Every test marked ``timing`` goes to one group, run last (``_slow_groups_first``): its tests run
+    back to back with the lock held across them (``_RunLock``), so the other worker is made to
+    finish its current test once for them all, not once for each."""
     if item.get_closest_marker("docker") is not None:
         return "docker-engine"
     if item.get_closest_marker("ray") is not None:
         return "ray-cluster"
     if {"pg_server", "pg_url"} & set(getattr(item, "fixturenames", ())):
         return "postgres-server"
+    if "cpp_build" in getattr(item, "fixturenames", ()):
+        return "cpp-extension"
+    if item.get_closest_marker("timing") is not None:
+        return TIMING_GROUP
     return item.nodeid.split("::", 1)[0]
 
 
@@ -72,9 +100,11 @@ def _group_of(item) -> str:
 def _slow_groups_first(items: list) -> None:
     """Workers take groups in collection order: a group holding a ``slow`` test (a whole campaign,
     a C++ build, an install) goes first, so the run does not end on one worker still in a long
-    file while the other waits. Stable, and the same in every worker (they must agree)."""
+    file while the other waits; the ``timing`` tests go last, where the other worker is in short
+    tests (the lock waits for its current one) or has none left. Stable, and the same in every
+    worker (they must agree)."""
     slow = {_group_of(i) for i in items if i.get_closest_marker("slow") is not None}
-    items.sort(key=lambda i: _group_of(i) not in slow)
+    items.sort(key=lambda i: 2 if _group_of(i) == TIMING_GROUP else int(_group_of(i) not in slow))
 
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist's, which reads the groups to name the items
@@ -132,32 +162,56 @@ class _RunLock:
     The turnstile (a second lock taken briefly by readers, held by a waiting writer) keeps a stream
     of short tests on the other worker from starving the timing test. A worker holds at most one
     mode at a time: a module held exclusively for its whole run (its module-scoped fixtures
-    measure too) makes its tests' own requests no-ops."""
+    measure too) makes its tests' own requests no-ops. A ``timing`` test whose next test on this
+    worker is one too (``keep``: they run back to back, ``TIMING_GROUP``) leaves the lock held for
+    it, which releases it in turn: the other worker finishes its current test once for the run of
+    them, not once for each."""
 
     def __init__(self) -> None:
         self.mode: str | None = None
+        self.kept = False  # held over by the last test for the next one, which now owns it
+        self._files: tuple = ()
 
     @contextlib.contextmanager
-    def hold(self, exclusive: bool):
+    def hold(self, exclusive: bool, keep=lambda: False):
         uid = os.environ.get("PYTEST_XDIST_TESTRUNUID")
-        if not uid or self.mode == "exclusive" or (self.mode == "shared" and not exclusive):
+        if not uid:
             yield
             return
-        base = Path(tempfile.gettempdir()) / f"arbor-pytest-{uid}"
-        with open(f"{base}.turnstile", "a+") as turnstile, open(f"{base}.lock", "a+") as lock:
-            fcntl.flock(turnstile, fcntl.LOCK_EX)
-            if exclusive:
-                fcntl.flock(lock, fcntl.LOCK_EX)
-                fcntl.flock(turnstile, fcntl.LOCK_UN)
+        if self.kept:
+            self.kept = False  # held over for this test: ours to release (or hold over again)
+        elif self.mode == "exclusive" or (self.mode == "shared" and not exclusive):
+            yield
+            return
+        else:
+            self._acquire(f"{Path(tempfile.gettempdir()) / f'arbor-pytest-{uid}'}", exclusive)
+        try:
+            yield
+        finally:
+            if self.mode == "exclusive" and keep():  # asked when released: the test's next test is known
+                self.kept = True
             else:
-                fcntl.flock(turnstile, fcntl.LOCK_UN)
-                fcntl.flock(lock, fcntl.LOCK_SH)
-            self.mode = "exclusive" if exclusive else "shared"
-            try:
-                yield
-            finally:
-                self.mode = None
-                fcntl.flock(lock, fcntl.LOCK_UN)
+                self._release()
+
+    def _acquire(self, base: str, exclusive: bool) -> None:
+        turnstile, lock = open(f"{base}.turnstile", "a+"), open(f"{base}.lock", "a+")
+        self._files = (turnstile, lock)
+        fcntl.flock(turnstile, fcntl.LOCK_EX)
+        if exclusive:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            fcntl.flock(turnstile, fcntl.LOCK_UN)
+        else:
+            fcntl.flock(turnstile, fcntl.LOCK_UN)
+            fcntl.flock(lock, fcntl.LOCK_SH)
+        self.mode = "exclusive" if exclusive else "shared"
+
+    def _release(self) -> None:
+        self.mode = None
+        turnstile, lock = self._files
+        self._files = ()
+        fcntl.flock(lock, fcntl.LOCK_UN)
+        lock.close()
+        turnstile.close()
 
 
 _RUN_LOCK = _RunLock()
@@ -170,7 +224,7 @@ def _timing_module_alone(request):
     a campaign the tests then read) is set up before any test's own lock is taken. Autouse
     fixtures come first within their scope, so this lock is held before the module's others."""
     alone = request.node.get_closest_marker("timing") is not None
-    with _RUN_LOCK.hold(exclusive=True) if alone else contextlib.nullcontext():
+    with _RUN_LOCK.hold(exclusive=True, keep=_next_is_timing) if alone else contextlib.nullcontext():
         yield
 
 
@@ -179,5 +233,19 @@ def _timing_alone(request):
     """A test marked ``timing`` asserts on how fast something ran (a noise floor, a measured
     ratio, a budget that must hold): under pytest-xdist it runs with no other test beside it
     (``_RunLock``); every other test runs beside at most one other."""
-    with _RUN_LOCK.hold(exclusive=request.node.get_closest_marker("timing") is not None):
+    with _RUN_LOCK.hold(exclusive=request.node.get_closest_marker("timing") is not None, keep=_next_is_timing):
         yield
+
+
+_NEXT_TIMING = [False]  # whether the test after the one running now, on this worker, is marked timing
+
+
+def _next_is_timing() -> bool:
+    return _NEXT_TIMING[0]
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_protocol(item, nextitem):
+    """Tell ``_RunLock`` whether to hold the lock over for ``nextitem``: its fixtures' teardowns
+    run inside this item's protocol (pytest-xdist names a worker's next test before it runs one)."""
+    _NEXT_TIMING[0] = nextitem is not None and nextitem.get_closest_marker("timing") is not None

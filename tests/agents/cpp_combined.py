@@ -5,12 +5,18 @@ VM), not the kernel, so a test file that checks several generated kernels builds
 every kernel in its own namespace (its ``#define`` lines undone after it), an exported wrapper
 ``k<i>`` per kernel, and each candidate's own ``load_inline(...)`` line replaced by that wrapper.
 The candidate's Python (its wrapper, its module) runs unchanged; the generated ``load_inline`` line
-itself is built for real by the sandbox test (tests/sandbox/test_extension_liveness.py)."""
+itself is built for real by the sandbox test (tests/sandbox/test_extension_liveness.py).
+
+The three files that build kernels (test_cpp_schedule.py, test_cpp_reduce.py, test_cpp_codegen.py)
+share ONE build for the test session: ``shared_build`` (the ``cpp_build`` fixture of
+tests/agents/conftest.py) builds every file's cases together, and tests/conftest.py sends every test
+that uses it to one pytest-xdist worker, so the headers are compiled once, not three times."""
 
 from __future__ import annotations
 
 import re
 import types
+from dataclasses import dataclass
 from pathlib import Path
 
 from arbor.agents.transforms.cpp.schedule import KNOBS, kernel_of
@@ -38,18 +44,40 @@ def combined_source(kernels: list[str]) -> str:
     return "\n".join(parts)
 
 
-def build_candidates(sources: list[str], name: str, build_dir: Path) -> list[types.ModuleType]:
-    """Build every candidate's kernel in one extension (``build_dir`` as TORCH_EXTENSIONS_DIR is
-    the caller's) and return each candidate as a module whose ``_arbor_ext`` is its kernel there."""
-    from torch.utils.cpp_extension import load_inline
+@dataclass
+class Built:
+    """One file's cases in the shared extension: ``ext``, the built ``main.cpp`` and the lines the
+    compiler reports as vectorised loops are the whole build's; this file's case ``i`` is kernel
+    ``offset + i`` there."""
+    cases: list[tuple[str, str]]  # (problem name, candidate source)
+    offset: int
+    ext: object
+    built: str
+    vectorised: set[int]
 
+    def kernel(self, i: int) -> str:
+        return kernel_of(self.cases[i][1])
+
+    def first_line(self, i: int) -> int:
+        return first_line(self.built, self.offset + i)
+
+    def bind(self, i: int) -> types.ModuleType:
+        return bind(self.ext, self.offset + i, self.cases[i][1])
+
+
+def shared_build(suites: dict[str, list[tuple[str, str]]], build_dir: Path) -> dict[str, Built]:
+    """Every suite's candidates (``{suite: [(problem name, candidate source)]}``) built as one
+    extension with the vectorisation report (``build_reporting``)."""
+    sources = [src for cases in suites.values() for _, src in cases]
     for src in sources:  # each was generated to build its kernel with exactly these flags
         line = _LOAD.search(src).group(0)
         assert f"extra_cflags={list(FLAGS)!r}" in line, line
-    kernels = [kernel_of(src) for src in sources]
-    ext = load_inline(name=name, cpp_sources=combined_source(kernels), functions=[f"k{i}" for i in range(len(kernels))],
-                      extra_cflags=list(FLAGS), build_directory=_mkdir(build_dir / name), verbose=False)
-    return [bind(ext, i, src) for i, src in enumerate(sources)]
+    ext, built, vectorised = build_reporting([kernel_of(src) for src in sources], "arbor_cpp_tests", build_dir)
+    out, offset = {}, 0
+    for suite, cases in suites.items():
+        out[suite] = Built(cases, offset, ext, built, vectorised)
+        offset += len(cases)
+    return out
 
 
 def build_reporting(kernels: list[str], name: str, build_dir: Path) -> tuple[object, str, set[int]]:

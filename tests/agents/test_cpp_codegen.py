@@ -187,19 +187,21 @@ def _module(source: str, name: str) -> types.ModuleType:
 BUILT = {"flat-broadcast": CONV_BIAS, "column": RMS_CHANNELS}  # a row chain: the sandbox test
 
 
-@pytest.fixture(scope="module")
-def built(tmp_path_factory) -> dict:
-    """Both loop shapes' candidates, their kernels built together in ONE extension (a build is
-    ~60 s of CPU here, nearly all of it torch's headers): ``cpp_combined``."""
-    from tests.agents.cpp_combined import build_candidates
+def cases() -> list[tuple[str, str]]:
+    """(loop shape, candidate source) for the session's one build (tests/agents/conftest.py)."""
+    return [(name, generate(to_modelnew(p))) for name, p in BUILT.items()]
 
-    cands = build_candidates([generate(to_modelnew(p)) for p in BUILT.values()], "arbor_codegen_test",
-                             tmp_path_factory.mktemp("ext"))
-    return dict(zip(BUILT, cands))
+
+@pytest.fixture(scope="module")
+def built(cpp_build) -> dict:
+    """Both loop shapes' candidates, their kernels built in the session's ONE extension (a build is
+    ~60 s of CPU here, nearly all of it torch's headers): ``cpp_combined``."""
+    build = cpp_build["codegen"]
+    return {name: build.bind(i) for i, (name, _) in enumerate(build.cases)}
 
 
 @needs_cxx
-@pytest.mark.slow  # one load_inline build for the module (on workers, this file starts first)
+@pytest.mark.slow  # the session's one load_inline build (on workers, its group starts first)
 @pytest.mark.parametrize("name", list(BUILT))
 def test_the_built_kernel_matches_the_reference(name, built):
     problem, cand = BUILT[name], built[name]

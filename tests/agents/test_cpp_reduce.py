@@ -1,6 +1,7 @@
 """Split accumulators in the generated row reductions (``transforms/cpp/reduce.py``, the ``lanes``
 knob) and the exp-free erf (``math.py``, the ``erf`` knob): what the kernel text says, the erf's
-stated error bound, and sampled points of both knobs, built together in ONE extension, computing
+stated error bound, and sampled points of both knobs, built together in ONE extension (the session's:
+tests/agents/cpp_combined.py), computing
 what the reference computes at the campaign's tolerance and vectorising (the compiler's report)."""
 
 from __future__ import annotations
@@ -10,9 +11,7 @@ import itertools
 import random
 import shutil
 import subprocess
-import sys
 import types
-from pathlib import Path
 
 import pytest
 import torch
@@ -23,10 +22,7 @@ from arbor.agents.transforms.cpp.math import MATH
 from arbor.agents.transforms.cpp.schedule import DEFAULTS, KNOBS, VALUES, kernel_of, read, validate
 from arbor.agents.transforms.cpp.source import FLAGS
 
-sys.path.insert(0, str(Path(__file__).parent))
-from test_cpp_schedule import _HEAD, LAYERNORM, SOFTMAX, _active_simd_loops, needs_cxx  # noqa: E402
-
-from tests.agents.cpp_combined import bind, build_reporting, first_line  # noqa: E402
+from tests.agents.test_cpp_schedule import _HEAD, LAYERNORM, SOFTMAX, _active_simd_loops, needs_cxx
 
 LOG_SOFTMAX = SOFTMAX.replace("torch.softmax(x, dim=1)", "torch.log_softmax(x, dim=1)")
 GELU_ERF = _HEAD + '''    def forward(self, x):
@@ -103,22 +99,26 @@ def test_the_exp_free_erf_keeps_its_stated_bound(tmp_path):
     assert y[0].isnan()
 
 
-@needs_cxx
-@pytest.mark.slow  # one load_inline build for every sampled point
-def test_sampled_lanes_and_erf_points_match_the_reference_and_vectorise(tmp_path, monkeypatch):
-    monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path))
+def cases() -> list[tuple[str, str]]:
+    """(problem name, candidate source): two sampled points of each problem's knobs."""
     rng = random.Random(4141)
-    cases = []
+    out = []
     for name, problem in PROBLEMS.items():
         base = generate(to_modelnew(problem))
         pool = [p for p in _points(kernel_of(base)) if p != DEFAULTS]
-        cases += [(name, apply_move(base, "cpp_schedule", p)) for p in rng.sample(pool, 2)]
-    kernels = [kernel_of(src) for _, src in cases]
-    ext, built, vectorised = build_reporting(kernels, "arbor_reduce_test", tmp_path)
-    for i, ((name, src), kernel) in enumerate(zip(cases, kernels)):
-        loops = _active_simd_loops(kernel, first_line(built, i))
-        assert loops and all(vectorised.intersection(loop) for loop in loops), (name, read(kernel)[1], loops)
-        mod = bind(ext, i, src)
+        out += [(name, apply_move(base, "cpp_schedule", p)) for p in rng.sample(pool, 2)]
+    return out
+
+
+@needs_cxx
+@pytest.mark.slow  # the session's one load_inline build (tests/agents/conftest.py)
+def test_sampled_lanes_and_erf_points_match_the_reference_and_vectorise(cpp_build):
+    build = cpp_build["reduce"]
+    for i, (name, src) in enumerate(build.cases):
+        kernel = build.kernel(i)
+        loops = _active_simd_loops(kernel, build.first_line(i))
+        assert loops and all(build.vectorised.intersection(loop) for loop in loops), (name, read(kernel)[1], loops)
+        mod = build.bind(i)
         ref = types.ModuleType("ref")
         exec(compile(PROBLEMS[name], "ref", "exec"), ref.__dict__)  # noqa: S102
         torch.manual_seed(i)

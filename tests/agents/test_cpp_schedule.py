@@ -1,6 +1,6 @@
 """The generated C++ kernel's schedule space (``cpp_schedule``): a point rewrites only the kernel's
-schedule lines; sampled points of every loop shape, built together in ONE extension (a build is
-~20 s here), compute what the reference computes; and the compiler's own report proves every
+schedule lines; sampled points of every loop shape, built together in ONE extension (the
+session's, shared with test_cpp_reduce.py and test_cpp_codegen.py: tests/agents/cpp_combined.py), compute what the reference computes; and the compiler's own report proves every
 active ``omp simd`` loop vectorised."""
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ from arbor.agents.specialists.applicability import cpp_toolchain
 from arbor.agents.transforms import apply_move, to_modelnew
 from arbor.agents.transforms.cpp import generate
 from arbor.agents.transforms.cpp.schedule import DEFAULTS, KNOBS, VALUES, kernel_of, read, validate
-from tests.agents.cpp_combined import bind, build_reporting, first_line
 
 needs_cxx = pytest.mark.skipif(not cpp_toolchain(os.environ),
                                reason="no C++ compiler, ninja or Python headers (what load_inline needs)")
@@ -150,27 +149,30 @@ def _active_simd_loops(text: str, first_line: int) -> list[range]:
     return out
 
 
-@needs_cxx
-@pytest.mark.slow  # a load_inline build (on workers, this file starts first)
-def test_sampled_points_of_every_loop_shape_match_the_reference_and_vectorise(tmp_path, monkeypatch):
-    monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path))
+def cases() -> list[tuple[str, str]]:
+    """(problem name, candidate source): the default and one sampled point of every loop shape (a
+    build is ~6 s of CPU a kernel here); the flat shape's sample streams, so the intrinsics path runs."""
     rng = random.Random(41)
-    cases = []  # (problem name, candidate source)
+    out = []
     for name, problem in PROBLEMS.items():
         base = generate(to_modelnew(problem))
-        # the default and one sampled point per shape (a build is ~6 s of CPU a kernel here); the
-        # flat shape's sample streams, so the intrinsics path runs
         knobs = read(kernel_of(base))[0]
         pool = [p for p in space() if p != DEFAULTS and (p["stream"] or name != "flat")
                 and all(p[k] == DEFAULTS[k] for k in KNOBS if k not in knobs)]
         points = [DEFAULTS] + rng.sample(pool, 1)
-        cases += [(name, base if p == DEFAULTS else apply_move(base, "cpp_schedule", p)) for p in points]
-    kernels = [kernel_of(src) for _, src in cases]
-    ext, built, vectorised = build_reporting(kernels, "arbor_sched_test", tmp_path)
-    for i, ((name, src), kernel) in enumerate(zip(cases, kernels)):
-        loops = _active_simd_loops(kernel, first_line(built, i))
-        assert loops and all(vectorised.intersection(loop) for loop in loops), (name, read(kernel)[1], loops)
-        mod = bind(ext, i, src)
+        out += [(name, base if p == DEFAULTS else apply_move(base, "cpp_schedule", p)) for p in points]
+    return out
+
+
+@needs_cxx
+@pytest.mark.slow  # the session's one load_inline build (tests/agents/conftest.py; on workers, first)
+def test_sampled_points_of_every_loop_shape_match_the_reference_and_vectorise(cpp_build):
+    build = cpp_build["schedule"]
+    for i, (name, src) in enumerate(build.cases):
+        kernel = build.kernel(i)
+        loops = _active_simd_loops(kernel, build.first_line(i))
+        assert loops and all(build.vectorised.intersection(loop) for loop in loops), (name, read(kernel)[1], loops)
+        mod = build.bind(i)
         ref = types.ModuleType("ref")
         exec(compile(PROBLEMS[name], "ref", "exec"), ref.__dict__)  # noqa: S102
         torch.manual_seed(i)

@@ -88,6 +88,7 @@ def get_init_inputs():
 
 @needs_cxx
 @pytest.mark.skipif(not cpp_toolchain(os.environ), reason="no C++ compiler, ninja or Python headers")
+@pytest.mark.slow  # a load_inline build in the sandbox (41 s on the 2-core CI): on workers, this file starts first
 def test_a_generated_cpp_kernel_is_built_checked_and_timed_in_the_sandbox(tmp_path):
     """Built at import in its first measurement; its next measurement (a confirmation) imports the
     extension its first one built, shipped in with the candidate's compile-cache archive, instead

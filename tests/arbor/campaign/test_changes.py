@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 import yaml
 
 from arbor.search_tree import open_store
@@ -40,6 +41,7 @@ def _campaign(tmp_path: Path, max_cv: float = 0.5) -> Path:
     return p
 
 
+@pytest.mark.slow  # seven `arbor run`s (23 s on the 2-core CI): on workers, this file starts first
 def test_edit_then_rerun_stops_until_restart_or_fork(tmp_path):
     _landscape(tmp_path)
     spec = _campaign(tmp_path)

@@ -1,6 +1,8 @@
 """One real, short campaign shared by the dashboard, report and run-output tests.
 
-It runs once per test session (``functools.cache``; both test packages' conftests call it), through
+It runs once per test session (``functools.cache``; both test packages' conftests call it; under
+pytest-xdist once for all the workers: the first to need it runs it in a folder named by the run's
+id, under a lock, and the others read it there; tests/conftest.py removes it at the end), through
 the real CLI (``arbor run --json-log``), so every panel, plot and export is checked against a
 store written by the actual loop rather than by hand.
 """
@@ -8,7 +10,10 @@ store written by the actual loop rather than by hand.
 from __future__ import annotations
 
 import atexit
+import fcntl
 import functools
+import json
+import os
 import shutil
 import subprocess
 import tempfile
@@ -57,10 +62,37 @@ def copy_campaigns(dst_root: Path) -> Path:
     return dst
 
 
+def shared_root(uid: str) -> Path:
+    """The folder of a pytest-xdist run's one shared campaign (its run id names it)."""
+    return Path(tempfile.gettempdir()) / f"arbor-dash-{uid}"
+
+
 @functools.cache
 def shared_campaign() -> SharedCampaign:
-    root = Path(tempfile.mkdtemp(prefix="arbor-dash-"))
-    atexit.register(shutil.rmtree, root, True)
+    uid = os.environ.get("PYTEST_XDIST_TESTRUNUID")
+    if not uid:
+        root = Path(tempfile.mkdtemp(prefix="arbor-dash-"))
+        atexit.register(shutil.rmtree, root, True)
+        return _run(root)
+    root = shared_root(uid)
+    root.mkdir(exist_ok=True)
+    with open(root / ".lock", "a+") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # the first worker runs it; the others wait, then read it
+        done = root / "run.json"
+        if done.exists():
+            r = json.loads(done.read_text())
+            run = subprocess.CompletedProcess(r["args"], r["returncode"], r["stdout"], r["stderr"])
+            campaigns = root / "campaigns"
+            return SharedCampaign(root, campaigns / f"{NAME}.yaml", campaigns / "arbor.db", root / "run.jsonl", run)
+        shutil.rmtree(root / "campaigns", ignore_errors=True)  # a worker before this one failed it
+        shared = _run(root)
+        run = shared.run
+        done.write_text(json.dumps({"args": run.args, "returncode": run.returncode, "stdout": run.stdout,
+                                    "stderr": run.stderr}))
+        return shared
+
+
+def _run(root: Path) -> SharedCampaign:
     campaigns = copy_campaigns(root)
     yaml = write_quick_campaign(campaigns, NAME, evals=2)
     log = root / "run.jsonl"

@@ -119,6 +119,7 @@ def test_only_jobs_with_the_hosts_torch_and_compiler_are_told(facts, tmp_path):
     assert "vec_isa_ok" not in told["docker"] and "environment" not in told["docker"]
 
 
+@pytest.mark.slow  # a torch.compile on the CPU (27 s on the 2-core CI): on workers, this file starts first
 def test_a_batch_child_that_compiles_skips_the_per_process_costs_and_keeps_them_to_itself(facts):
     """``measure_kernels`` (the suite's compare job: eager, compile and best in one harness job)
     has no cache between jobs; its compiling child still gets the precompiled header off and the
