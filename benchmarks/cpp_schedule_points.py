@@ -3,9 +3,9 @@ measured the way a campaign's harness measures.
 
 Why: a campaign measures one point at a time, each in its own build and process, and on a loaded
 2-core VM the ratio between two points is lost in the noise between runs. Here the generated
-softmax, log-softmax, exact-erf GELU and ReLU (the benchmark problems' shapes, 1-2.4M elements)
-are built at several schedule points in ONE extension (each point in its own namespace, as
-``tests/agents/test_cpp_schedule.py`` builds them), checked against torch, and timed interleaved
+softmax, log-softmax, exact-erf GELU, ReLU (1-2.4M elements) and the two norms (LayerNorm over
+4 MB rows, RMSNorm; the benchmark problems' shapes) are built at several schedule points in ONE
+extension (each point in its own namespace, as ``tests/agents/test_cpp_schedule.py`` builds them), checked against torch, and timed interleaved
 with the torch op on one thread, so every ratio is measured under the same load.
 
 As the harness does (``sandbox/harness/kernel_harness.py``): the host allocator pinned (no
@@ -38,10 +38,15 @@ POINTS = {
     "log_softmax": ({"lanes": 0}, {}, {"lanes": 32}, {"lanes": 32, "block": 4096, "stream": 1}),
     "gelu_erf": ({"erf": 0}, {}, {"block": 4096, "stream": 1}),
     "relu": ({}, {"block": 1024, "stream": 1}, {"block": 4096, "stream": 1}, {"block": 4096}),
+    "layernorm": ({"onepass": 0}, {}, {"lanes": 32}, {"block": 1024, "stream": 1}),
+    "rmsnorm": ({}, {"lanes": 32}, {"block": 1024, "stream": 1}, {"block": 1024, "stream": 1, "lanes": 32}),
 }
-SHAPES = {"softmax": (67, 17121), "log_softmax": (96, 24576), "gelu_erf": (244, 8192), "relu": (144, 16384)}
+SHAPES = {"softmax": (67, 17121), "log_softmax": (96, 24576), "gelu_erf": (244, 8192), "relu": (144, 16384),
+          "layernorm": (16, 64 * 128 * 128), "rmsnorm": (1024, 4096)}  # rows, row length
 PROBLEMS = {"softmax": "problems/l1_06_softmax.py", "log_softmax": "problems/l1_19_log_softmax.py",
-            "gelu_erf": "problems_single_ops/l1_51_gelu_erf.py", "relu": "problems/l1_01_relu.py"}
+            "gelu_erf": "problems_single_ops/l1_51_gelu_erf.py", "relu": "problems/l1_01_relu.py",
+            "layernorm": "problems/l1_05_layernorm.py", "rmsnorm": "problems_single_ops/l1_52_rmsnorm.py"}
+NORMS = ("layernorm", "rmsnorm")  # kernels reading a weight (and LayerNorm a bias) beside the input
 POOL_BYTES = 128 << 20  # the harness's CPU timing pool per side
 
 
@@ -79,6 +84,10 @@ def main(argv: list[str] | None = None) -> int:
     turn = {op: 0 for op in POINTS}
     ref = {"relu": torch.relu, "softmax": lambda x: torch.softmax(x, 1), "log_softmax": lambda x: torch.log_softmax(x, 1),
            "gelu_erf": torch.nn.functional.gelu}
+    weight = {op: torch.randn(SHAPES[op][1]) * 0.1 + 1.0 for op in NORMS}
+    bias = torch.randn(SHAPES["layernorm"][1]) * 0.1
+    ref["layernorm"] = lambda x: torch.nn.functional.layer_norm(x, (x.shape[1],), weight["layernorm"], bias)
+    ref["rmsnorm"] = lambda x: torch.nn.functional.rms_norm(x, (x.shape[1],), weight["rmsnorm"], eps=1e-6)
 
     def nxt(op: str) -> torch.Tensor:
         turn[op] = (turn[op] + 1) % len(pools[op])
@@ -86,8 +95,9 @@ def main(argv: list[str] | None = None) -> int:
 
     def call(i: int, op: str, x: torch.Tensor) -> torch.Tensor:
         o = torch.empty_like(x)
-        sizes = (x.shape[1], x.shape[0]) if "softmax" in op else (x.numel(),)
-        getattr(ext, f"k{i}")(o, x, *sizes)
+        sizes = (x.shape[1], x.shape[0]) if "softmax" in op or op in NORMS else (x.numel(),)
+        extra = (weight[op],) + ((bias,) if op == "layernorm" else ()) if op in NORMS else ()
+        getattr(ext, f"k{i}")(o, x, *extra, *sizes)
         return o
 
     fns = {}

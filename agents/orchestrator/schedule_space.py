@@ -31,7 +31,7 @@ MIN_LEFT = 1.3  # below this much headroom to the speed of light, a schedule sea
 # measured diagnoses after which a rejected candidate's schedule is worth refining (it ran, correctly)
 REFINABLE = frozenset({"no_gain", "regression", "unstable", "not_significant"})
 # knobs that act on memory traffic and on the instruction stream: what each bound rewards
-MEMORY_KNOBS = frozenset({"block", "stream", "prefetch"})
+MEMORY_KNOBS = frozenset({"block", "stream", "prefetch", "onepass"})
 COMPUTE_KNOBS = frozenset({"unroll", "lanes", "erf", "num_warps", "num_stages"})
 OFF_BOUND = 0.6
 NEIGHBOUR_RANGE = (0.5, 1.5)

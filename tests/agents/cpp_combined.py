@@ -48,9 +48,9 @@ def combined_source(kernels: list[str]) -> str:
 class Built:
     """One file's cases in the shared extension: ``ext``, the built ``main.cpp`` and the lines the
     compiler reports as vectorised loops are the whole build's; this file's case ``i`` is kernel
-    ``offset + i`` there."""
+    ``index[i]`` there (a kernel two files generate alike is built once: ``shared_build``)."""
     cases: list[tuple[str, str]]  # (problem name, candidate source)
-    offset: int
+    index: list[int]
     ext: object
     built: str
     vectorised: set[int]
@@ -59,24 +59,29 @@ class Built:
         return kernel_of(self.cases[i][1])
 
     def first_line(self, i: int) -> int:
-        return first_line(self.built, self.offset + i)
+        return first_line(self.built, self.index[i])
 
     def bind(self, i: int) -> types.ModuleType:
-        return bind(self.ext, self.offset + i, self.cases[i][1])
+        return bind(self.ext, self.index[i], self.cases[i][1])
 
 
 def shared_build(suites: dict[str, list[tuple[str, str]]], build_dir: Path) -> dict[str, Built]:
     """Every suite's candidates (``{suite: [(problem name, candidate source)]}``) built as one
-    extension with the vectorisation report (``build_reporting``)."""
+    extension with the vectorisation report (``build_reporting``). Each distinct kernel is built
+    once: GCC folds identical functions (``-fipa-icf``, on at -O2) before it vectorises, so a second
+    copy would be an alias with no vectorisation report of its own."""
     sources = [src for cases in suites.values() for _, src in cases]
     for src in sources:  # each was generated to build its kernel with exactly these flags
         line = _LOAD.search(src).group(0)
         assert f"extra_cflags={list(FLAGS)!r}" in line, line
-    ext, built, vectorised = build_reporting([kernel_of(src) for src in sources], "arbor_cpp_tests", build_dir)
-    out, offset = {}, 0
+    kernels = [kernel_of(src) for src in sources]
+    unique = list(dict.fromkeys(kernels))
+    where = {k: j for j, k in enumerate(unique)}
+    ext, built, vectorised = build_reporting(unique, "arbor_cpp_tests", build_dir)
+    out, pos = {}, 0
     for suite, cases in suites.items():
-        out[suite] = Built(cases, offset, ext, built, vectorised)
-        offset += len(cases)
+        out[suite] = Built(cases, [where[k] for k in kernels[pos:pos + len(cases)]], ext, built, vectorised)
+        pos += len(cases)
     return out
 
 

@@ -43,8 +43,44 @@ def get_inputs():
 def get_init_inputs():
     return []
 '''
+# LayerNorm written op by op on rows whose mean (10) is large against their spread (1): computed
+# with the textbook E[x^2] - E[x]^2 (float32, 64 lanes) its outputs are off by ~1.3e-4, past the
+# tolerance; with the shifted sums of the onepass point (onepass.py) by ~8e-6, with two passes
+# ~4e-6. 1537: not a multiple of any lane count.
+LAYERNORM_OFFSET = _HEAD + '''    def __init__(self):
+        super().__init__()
+        self.weight = nn.Parameter(torch.randn(1537))
+        self.bias = nn.Parameter(torch.randn(1537))
+
+    def forward(self, x):
+        mean = x.mean(dim=-1, keepdim=True)
+        centered = x - mean
+        var = (centered * centered).mean(dim=-1, keepdim=True)
+        return centered / torch.sqrt(var + 1e-5) * self.weight + self.bias
+
+def get_inputs():
+    return [torch.randn(13, 1537) + 10.0]
+
+def get_init_inputs():
+    return []
+'''
+RMSNORM = _HEAD + '''    def __init__(self):
+        super().__init__()
+        self.norm = nn.RMSNorm(777, eps=1e-6)
+
+    def forward(self, x):
+        return self.norm(x)
+
+def get_inputs():
+    return [torch.randn(9, 777)]
+
+def get_init_inputs():
+    return []
+'''
 PROBLEMS = {"softmax": SOFTMAX, "log_softmax": LOG_SOFTMAX, "layernorm": LAYERNORM, "sum": ROW_SUM,
-            "gelu_erf": GELU_ERF}
+            "gelu_erf": GELU_ERF, "layernorm_offset": LAYERNORM_OFFSET}
+# points every run builds, beside the sampled ones: both forms of the variance, split or not
+FIXED = {"layernorm_offset": ({"onepass": 0}, {"lanes": 0}, {"lanes": 16})}
 
 
 def _points(kernel: str) -> list[dict]:
@@ -75,6 +111,21 @@ def test_lanes_are_read_by_row_reductions_and_erf_by_kernels_calling_it():
     assert "void arbor_part(float* __restrict__ o, const float* __restrict__ p0" in kernel
 
 
+def test_the_variance_folds_into_the_first_pass_only_where_it_is_a_centred_sum_of_squares():
+    """onepass.py: LayerNorm's three passes over the row become two at ``onepass 1`` (the
+    default); softmax, a plain sum and RMSNorm have no such pass and do not read the knob."""
+    for problem in (LAYERNORM, LAYERNORM_OFFSET):
+        kernel = kernel_of(generate(to_modelnew(problem)))
+        assert "onepass" in read(kernel)[0] and read(kernel)[1]["onepass"] == 1
+        one = kernel.split("#if ARBOR_ONEPASS")[1].split("#else", 1)[0]
+        assert one.count("for (; c0 + ARBOR_LANES <= R; c0 += ARBOR_LANES)") == 1
+        assert "_s1[l] +=" in one and "_s2[l] +=" in one
+    for problem in (SOFTMAX, ROW_SUM, RMSNORM):
+        kernel = kernel_of(generate(to_modelnew(problem)))
+        assert "onepass" not in read(kernel)[0] and "ARBOR_ONEPASS 1" in kernel
+        assert apply_move(generate(to_modelnew(problem)), "cpp_schedule", {"onepass": 0}) is None
+
+
 _ERF_ABI = r'''
 extern "C" void run(const float* x, float* y, long n) { for (long i = 0; i < n; ++i) y[i] = arbor_erf(x[i]); }
 '''
@@ -100,13 +151,15 @@ def test_the_exp_free_erf_keeps_its_stated_bound(tmp_path):
 
 
 def cases() -> list[tuple[str, str]]:
-    """(problem name, candidate source): two sampled points of each problem's knobs."""
+    """(problem name, candidate source): two sampled points of each problem's knobs, its default
+    point, and the points FIXED names (LayerNorm on rows of mean 10: onepass off, lanes 0 and 16)."""
     rng = random.Random(4141)
     out = []
     for name, problem in PROBLEMS.items():
         base = generate(to_modelnew(problem))
         pool = [p for p in _points(kernel_of(base)) if p != DEFAULTS]
         out += [(name, apply_move(base, "cpp_schedule", p)) for p in rng.sample(pool, 2)]
+        out += [(name, base)] + [(name, apply_move(base, "cpp_schedule", p)) for p in FIXED.get(name, ())]
     return out
 
 

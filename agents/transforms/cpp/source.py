@@ -28,6 +28,7 @@ from ..triton.source import groups, index_parts, launcher_prologue
 from .column import LANES, column
 from .emit import _emit_chain, _emit_outside, _Writer, split
 from .math import MATH
+from .onepass import first_pass, fold_values, folded
 from .reduce import reduce_pass
 from .names import EXTENSION, FLAGS, KERNEL, LAUNCHER, SOURCE, extension_name
 from .schedule import KNOBS, RUNTIME, header
@@ -124,10 +125,14 @@ def _row(w: _Writer, m: Match) -> None:
     _emit_outside(w, m, done)
     passes = groups(plan)
     kept = _kept(plan, passes[-1])
-    for k, group in enumerate(passes):
+    fold = folded(plan, passes)
+    if fold and len(passes) == 2 and (kept or _kept(plan, passes[0])):
+        fold = None  # the last pass would change: its kept value with it (never for a norm)
+
+    def one(k: int, group: list[Value]) -> None:
         last = k == len(passes) - 1
 
-        def body(group: list[Value] = group, last: bool = last) -> None:
+        def body() -> None:
             w("const int64_t flat = rflat + c;")
             _emit_chain(w, m, [r.deps[0] for r in group] + ([kept] if last and kept else []))
             if last and kept:
@@ -138,6 +143,28 @@ def _row(w: _Writer, m: Match) -> None:
             w(f"const float {r.name} = acc_{r.name};")
             done.add(r.name)
         _emit_outside(w, m, done)
+
+    start = 0
+    if fold:  # onepass.py: the second pass's centred sums of squares folded into the first
+        w("#if ARBOR_ONEPASS")
+        first_pass(w, m, passes[0], fold)
+        before = set(done)
+        for r in passes[0]:
+            w(f"const float {r.name} = acc_{r.name};")
+            done.add(r.name)
+        _emit_outside(w, m, done)
+        fold_values(w, fold)
+        done.update(r.name for r in passes[1])
+        _emit_outside(w, m, done)
+        w("#else")
+        done.clear()
+        done.update(before)
+        one(0, passes[0])
+        one(1, passes[1])
+        w("#endif")
+        start = 2
+    for k in range(start, len(passes)):
+        one(k, passes[k])
     out = plan.value(plan.output)
     if out.level == "full":
         def body() -> None:
@@ -205,7 +232,7 @@ def _outlined(lines: list[str], m: Match) -> tuple[str, str]:
     names = ", ".join(p.split()[-1] for p in params)
     pre = ["  constexpr bool arbor_nt = ARBOR_STREAM != 0;"]
     pre += [line for line in lines[:start] if "constexpr int64_t LANES" in line or "NBLK =" in line]
-    inner = pre + [line[2:] for line in lines[start + 1:end]]
+    inner = pre + [line[2:] for line in lines[start + 1:end]] + ["  arbor_fence(arbor_nt);"]
     part = "namespace {\nvoid arbor_part(" + ", ".join(params) + ") {\n" + "\n".join(inner) + "\n}\n}  // namespace\n"
     call = lines[:start + 1] + [lines[start + 1][:len(lines[start + 1]) - len(lines[start + 1].lstrip())]
                                 + f"arbor_part({names});", lines[end]] + lines[end + 1:]
@@ -218,7 +245,8 @@ def knobs(m: Match, body: str = "") -> tuple[str, ...]:
     (``reduce.py``), the erf form only where ``body`` calls it, the unroller everywhere."""
     stored = m.mode in ("flat", "row") and m.plan.value(m.plan.output).level == "full"
     read = {"unroll": True, "block": stored, "stream": stored, "prefetch": stored,
-            "lanes": m.mode == "row" and bool(m.plan.reductions), "erf": "arbor_erf(" in body}
+            "lanes": m.mode == "row" and bool(m.plan.reductions), "erf": "arbor_erf(" in body,
+            "onepass": "#if ARBOR_ONEPASS" in body}
     return tuple(k for k in KNOBS if read[k])
 
 
