@@ -16,9 +16,17 @@ from arbor.suite.table import row_metrics
 
 IN_SCOPE_LEFT = 1.3  # a reference within this of its speed of light has no headroom to judge a search by
 GOALS = {"geomean_vs_best_of": 1.3, "memory_bound_sol_fraction": 0.5}
-# the acceptance: no campaign stops "exhausted" with more than this share of its wall budget left
-# while its speed of light shows more than IN_SCOPE_LEFT
+# the acceptance: no campaign stops "exhausted" (or on a candidate left queued for want of time:
+# ``_gave_up``) with more than this share of its wall budget left while its speed of light shows
+# more than IN_SCOPE_LEFT
 EARLY_WALL_LEFT = 0.3
+
+
+def _gave_up(reason: str) -> bool:
+    """A stop that leaves the wall budget unspent by choice: no move left ("exhausted"), or a
+    candidate left queued because it would not finish inside max_wall_s (a ReLU campaign once
+    stopped so at 60 s of 180) — not an evaluation budget spent or a crash storm."""
+    return reason.startswith("exhausted") or "would not finish inside max_wall_s" in reason
 
 
 def _geomean(xs: list[float]) -> float | None:
@@ -49,7 +57,7 @@ def judge(row: dict, wall_budget_s: float | None) -> dict:
     used = row.get("campaign_s")
     wall_left = 1.0 - used / wall_budget_s if used is not None and wall_budget_s else None
     out["wall_left"] = wall_left
-    out["exhausted_early"] = bool((row.get("stop_reason") or "").startswith("exhausted") and wall_left is not None
+    out["exhausted_early"] = bool(_gave_up(row.get("stop_reason") or "") and wall_left is not None
                                   and wall_left > EARLY_WALL_LEFT and left and left > IN_SCOPE_LEFT)
     return out
 
@@ -113,7 +121,8 @@ def markdown(judged: list[dict], summ: dict, title: str) -> str:
                   f"{_x(summ['geomean_vs_eager'])} vs eager; memory-bound below 50% of the speed of light: "
                   f"{', '.join(summ['memory_bound_below_half']) or 'none'} "
                   f"({_met(g['memory_bound_sol_fraction'])}); beyond the bound (>120%: cheaper math than it "
-                  f"assumes, or a bug): {', '.join(summ['beyond_bound']) or 'none'}; stopped 'exhausted' with > "
+                  f"assumes, or a bug): {', '.join(summ['beyond_bound']) or 'none'}; stopped 'exhausted' or on a "
+                  f"candidate left queued with > "
                   f"{EARLY_WALL_LEFT:.0%} of the wall budget left and > {IN_SCOPE_LEFT}x headroom: "
                   f"{', '.join(summ['exhausted_early']) or 'none'}"]
     return "\n".join(lines)

@@ -24,6 +24,11 @@ if TYPE_CHECKING:
     from arbor.search_tree.records import NodeRecord
 
 
+# candidates left queued for want of time before the campaign stops on it: each costs a proposal
+# (no measurement), and a cheaper kind of move may still fit where an expensive one did not
+DEFER_LIMIT = 3
+
+
 @dataclass
 class Flight:
     """One measurement handed to a worker and not yet recorded."""
@@ -39,7 +44,7 @@ class Measurer(ABC):
     """Candidates in flight, deferred ones, evidence, judged, out-of-time and focus, as one type."""
 
     # candidates left queued because their measurement would not end inside max_wall_s: the next
-    # run (a larger budget) measures them; their reason stops this one (steps.select)
+    # run (a larger budget) measures them; DEFER_LIMIT of them stop this one (steps.select)
     deferred: dict[int, str]
 
     # --- select ---------------------------------------------------------------------------
@@ -51,9 +56,17 @@ class Measurer(ABC):
     def pending_evaluations(self) -> int:
         """First measurements in flight: they count against max_evaluations already."""
 
-    def out_of_time(self) -> str | None:
-        """The stop reason of a deferred candidate, once one was deferred."""
-        return next(iter(self.deferred.values()), None)
+    def out_of_time(self, exhausted: bool = False) -> str | None:
+        """The stop reason once DEFER_LIMIT candidates were left queued for want of time — or,
+        when no other move is left (``exhausted``), once one was. One expensive candidate (a
+        ``torch.compile`` or a C++ build priced at 123 s with 120 s left) used to end a ReLU
+        campaign at 60 s of 180 while cheaper moves were untried; the loop now asks for others."""
+        if not self.deferred or (len(self.deferred) < DEFER_LIMIT and not exhausted):
+            return None
+        first = next(iter(self.deferred.values()))
+        more = len(self.deferred) - 1
+        return first + (f" (and {more} more candidate{'s' if more > 1 else ''} left queued for want of time)"
+                        if more else "")
 
     @abstractmethod
     def focus_row(self) -> int | None:

@@ -58,7 +58,7 @@ def select(ctx: Context, state: LoopState) -> LoopState:
     evals = ctx.evaluations() + ctx.measurer.pending_evaluations()
     sol = speed_of_light.for_context(ctx) if ctx.spec.budget.sol_margin is not None else None
     reason = stop_reason(ctx.spec.budget, idx, evals, elapsed, timing.ahead_s(ctx), sol) or llm_stop_reason(ctx.llm)
-    if reason is None:  # a candidate was left queued: it would not fit
+    if reason is None:  # candidates were left queued: they would not fit
         reason = ctx.measurer.out_of_time()
     if (reason is not None or idx.root() is None) and flying:  # no new work: wait for what is in flight
         verify_ahead(ctx)  # and give free workers the best's final measurements meanwhile
@@ -84,8 +84,9 @@ def select(ctx: Context, state: LoopState) -> LoopState:
         if sel is None:  # the fixed moves are spent: a generated kernel's schedule space, if there is headroom
             left, bound = headroom(sol if sol is not None else speed_of_light.for_context(ctx), idx.best_speedup())
             sel, why_not = ctx.orchestrator.schedule_space(idx, ctx.source, is_known, left, bound)
-        if sel is None:
-            reason = exhausted_reason(ctx.spec.budget, elapsed, evals, left, why_not, _ruled_out(ctx))
+        if sel is None:  # a candidate left queued for want of time says so, not "no move left"
+            reason = ctx.measurer.out_of_time(exhausted=True) or \
+                exhausted_reason(ctx.spec.budget, elapsed, evals, left, why_not, _ruled_out(ctx))
             if flying:  # what is in flight may open new moves when it is accepted
                 verify_ahead(ctx)
                 return {"parent_id": None, "node_ids": [], "stop_reason": None}

@@ -288,11 +288,13 @@ def test_the_first_extension_candidate_of_a_campaign_is_priced_with_its_build(tm
     store.close()
 
 
-def test_a_serial_campaign_that_leaves_a_candidate_queued_stops_with_the_reason(tmp_path, monkeypatch):
-    """A candidate the serial loop leaves queued for want of time ends the campaign with that
-    reason, and the loop does not go back to measure it (it once spun there for ten minutes on the
-    quickstart, its store's log growing); a later run with more time measures it."""
+def test_a_serial_campaign_that_leaves_candidates_queued_stops_with_the_reason(tmp_path, monkeypatch):
+    """Candidates the serial loop leaves queued for want of time end the campaign with that reason
+    once DEFER_LIMIT of them were (each costs a proposal, no measurement), and the loop does not go
+    back to measure them (it once spun there for ten minutes on the quickstart, its store's log
+    growing); a later run with more time measures them."""
     from arbor.campaign import timing
+    from arbor.campaign.measurer import DEFER_LIMIT
 
     landscape = _landscape(tmp_path, s=0.0)
     spec = parse_spec({"name": "defer", "target": {"kind": "replay", "landscape": str(landscape), "moves": "any"},
@@ -305,20 +307,46 @@ def test_a_serial_campaign_that_leaves_a_candidate_queued_stops_with_the_reason(
     t0 = time.monotonic()
     summary = run_campaign(spec, lambda kind, data: None)
     assert time.monotonic() - t0 < 60
-    assert summary.stop_reason == reason
+    assert summary.stop_reason == f"{reason} (and {DEFER_LIMIT - 1} more candidates left queued for want of time)"
     from arbor.search_tree import open_store
 
     store = open_store(f"sqlite:///{tmp_path / 'd.db'}")
     camp = store.get_campaign("defer")
     deferred = [e.node_id for e in store.events(camp.id, kinds=["deferred"])]
-    assert len(deferred) == 1 and store.get_node(deferred[0]).state == "queued"
-    assert not store.measurements(deferred[0])
+    assert len(deferred) == DEFER_LIMIT == len(set(deferred)) and len(calls) == 2 + DEFER_LIMIT
+    assert all(store.get_node(n).state == "queued" and not store.measurements(n) for n in deferred)
     store.close()
     monkeypatch.setattr(timing, "dispatch_fits", lambda ctx, source: None)
     spec.budget.max_evaluations = 4
     again = run_campaign(spec, lambda kind, data: None)
     store = open_store(f"sqlite:///{tmp_path / 'd.db'}")
     assert store.measurements(deferred[0]) and again.stop_reason.startswith("budget")
+
+
+def test_one_candidate_too_expensive_for_the_time_left_does_not_end_the_campaign(tmp_path, monkeypatch):
+    """A ReLU campaign once stopped at 60 s of 180 on one candidate priced at 123 s: the loop now
+    leaves it queued and measures cheaper ones until the budget ends the campaign."""
+    from arbor.campaign import timing
+
+    landscape = _landscape(tmp_path, s=0.0)
+    spec = parse_spec({"name": "defer1", "target": {"kind": "replay", "landscape": str(landscape), "moves": "any"},
+                       "budget": {"max_evaluations": 5, "max_wall_s": 600},
+                       "critic": {"max_cv": 0.5, "min_speedup": 1.02, "final_measurements": 3},
+                       "store": {"url": f"sqlite:///{tmp_path / 'd1.db'}"}}, "<test>", tmp_path)
+    calls = []
+    monkeypatch.setattr(timing, "dispatch_fits",
+                        lambda ctx, source: calls.append(1) or ("budget: too dear (test)" if len(calls) == 2 else None))
+    summary = run_campaign(spec, lambda kind, data: None)
+    assert summary.stop_reason.startswith("budget: 5 evaluations"), summary.stop_reason
+    from arbor.search_tree import open_store
+
+    store = open_store(f"sqlite:///{tmp_path / 'd1.db'}")
+    camp = store.get_campaign("defer1")
+    deferred = [e.node_id for e in store.events(camp.id, kinds=["deferred"])]
+    assert len(deferred) == 1 and store.get_node(deferred[0]).state == "queued"
+    measured = [n for n in store.nodes(camp.id) if n.parent_id is not None and store.measurements(n.id)]
+    assert len(measured) == 5 and deferred[0] not in {n.id for n in measured}
+    store.close()
     store.close()
 
 

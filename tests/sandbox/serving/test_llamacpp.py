@@ -103,9 +103,11 @@ def test_no_server_outlives_a_killed_or_interrupted_owner(tmp_path, sig):
     interrupted (Ctrl-C): the server must be gone either way."""
     argv = llamacpp_argv("-np", "1", "-c", "1024")
     owner = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
-        import sys, time
+        import signal, sys, time
         from pathlib import Path
         from arbor.sandbox.serving.lifecycle import ServerConfig, start_servers, stop_all
+        signal.signal(signal.SIGINT, signal.default_int_handler)  # as in a terminal, even when this test
+        # runs in a background job (a non-interactive shell's `&` starts it with SIGINT ignored)
         started = []
         try:
             (s,) = start_servers([ServerConfig(argv={argv!r}, lease_dir=Path({str(tmp_path)!r}),
