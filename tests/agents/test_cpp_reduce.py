@@ -11,7 +11,6 @@ import itertools
 import random
 import shutil
 import subprocess
-import types
 
 import pytest
 import torch
@@ -22,7 +21,7 @@ from arbor.agents.transforms.cpp.math import MATH
 from arbor.agents.transforms.cpp.schedule import DEFAULTS, KNOBS, VALUES, kernel_of, read, validate
 from arbor.agents.transforms.cpp.source import FLAGS
 
-from tests.agents.test_cpp_schedule import _HEAD, LAYERNORM, SOFTMAX, _active_simd_loops, needs_cxx
+from tests.agents.test_cpp_schedule import _HEAD, LAYERNORM, SOFTMAX, check_built_cases, needs_cxx
 
 LOG_SOFTMAX = SOFTMAX.replace("torch.softmax(x, dim=1)", "torch.log_softmax(x, dim=1)")
 GELU_ERF = _HEAD + '''    def forward(self, x):
@@ -166,18 +165,4 @@ def cases() -> list[tuple[str, str]]:
 @needs_cxx
 @pytest.mark.slow  # the session's one load_inline build (tests/agents/conftest.py)
 def test_sampled_lanes_and_erf_points_match_the_reference_and_vectorise(cpp_build):
-    build = cpp_build["reduce"]
-    for i, (name, src) in enumerate(build.cases):
-        kernel = build.kernel(i)
-        loops = _active_simd_loops(kernel, build.first_line(i))
-        assert loops and all(build.vectorised.intersection(loop) for loop in loops), (name, read(kernel)[1], loops)
-        mod = build.bind(i)
-        ref = types.ModuleType("ref")
-        exec(compile(PROBLEMS[name], "ref", "exec"), ref.__dict__)  # noqa: S102
-        torch.manual_seed(i)
-        a, b = ref.Model(*ref.get_init_inputs()), mod.ModelNew(*ref.get_init_inputs())
-        b.load_state_dict(a.state_dict())
-        with torch.no_grad():
-            x = ref.get_inputs()
-            # the campaign's float32 tolerance is 1e-4 (atol = rtol); checked tighter in atol
-            torch.testing.assert_close(b(*x), a(*x), rtol=1e-4, atol=1e-5, msg=lambda m: f"{name} {read(kernel)[1]}: {m}")
+    check_built_cases(cpp_build["reduce"], PROBLEMS)

@@ -168,18 +168,24 @@ def cases() -> list[tuple[str, str]]:
 @needs_cxx
 @pytest.mark.slow  # the session's one load_inline build (tests/agents/conftest.py; on workers, first)
 def test_sampled_points_of_every_loop_shape_match_the_reference_and_vectorise(cpp_build):
-    build = cpp_build["schedule"]
+    check_built_cases(cpp_build["schedule"], PROBLEMS)
+
+
+def check_built_cases(build, problems: dict[str, str]) -> None:  # type: ignore[no-untyped-def]
+    """Every case of ``build`` (a cpp_combined.Built): each loop its point keeps under ``#pragma omp
+    simd`` vectorised, and its output equal to ``problems[name]``'s reference's."""
     for i, (name, src) in enumerate(build.cases):
         kernel = build.kernel(i)
         loops = _active_simd_loops(kernel, build.first_line(i))
         assert loops and all(build.vectorised.intersection(loop) for loop in loops), (name, read(kernel)[1], loops)
         mod = build.bind(i)
         ref = types.ModuleType("ref")
-        exec(compile(PROBLEMS[name], "ref", "exec"), ref.__dict__)  # noqa: S102
+        exec(compile(problems[name], "ref", "exec"), ref.__dict__)  # noqa: S102
         torch.manual_seed(i)
         a = ref.Model(*ref.get_init_inputs())
         b = mod.ModelNew(*ref.get_init_inputs())
         b.load_state_dict(a.state_dict())
         with torch.no_grad():
             x = ref.get_inputs()
+            # the campaign's float32 tolerance is 1e-4 (atol = rtol); checked tighter in atol
             torch.testing.assert_close(b(*x), a(*x), rtol=1e-4, atol=1e-5, msg=lambda m: f"{name} {read(kernel)[1]}: {m}")

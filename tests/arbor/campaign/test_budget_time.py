@@ -288,6 +288,15 @@ def test_the_first_extension_candidate_of_a_campaign_is_priced_with_its_build(tm
     store.close()
 
 
+def _replay_spec(tmp_path: Path, name: str, max_evaluations: int):  # type: ignore[no-untyped-def]
+    """A replayed campaign with no measurement noise, stored in ``<name>.db``."""
+    landscape = _landscape(tmp_path, s=0.0)
+    return parse_spec({"name": name, "target": {"kind": "replay", "landscape": str(landscape), "moves": "any"},
+                       "budget": {"max_evaluations": max_evaluations, "max_wall_s": 600},
+                       "critic": {"max_cv": 0.5, "min_speedup": 1.02, "final_measurements": 3},
+                       "store": {"url": f"sqlite:///{tmp_path / f'{name}.db'}"}}, "<test>", tmp_path)
+
+
 def test_a_serial_campaign_that_leaves_candidates_queued_stops_with_the_reason(tmp_path, monkeypatch):
     """Candidates the serial loop leaves queued for want of time end the campaign with that reason
     once DEFER_LIMIT of them were (each costs a proposal, no measurement), and the loop does not go
@@ -296,11 +305,7 @@ def test_a_serial_campaign_that_leaves_candidates_queued_stops_with_the_reason(t
     from arbor.campaign import timing
     from arbor.campaign.measurer import DEFER_LIMIT
 
-    landscape = _landscape(tmp_path, s=0.0)
-    spec = parse_spec({"name": "defer", "target": {"kind": "replay", "landscape": str(landscape), "moves": "any"},
-                       "budget": {"max_evaluations": 100, "max_wall_s": 600},
-                       "critic": {"max_cv": 0.5, "min_speedup": 1.02, "final_measurements": 3},
-                       "store": {"url": f"sqlite:///{tmp_path / 'd.db'}"}}, "<test>", tmp_path)
+    spec = _replay_spec(tmp_path, "defer", max_evaluations=100)
     calls = []
     reason = "budget: a candidate that would not fit (test)"
     monkeypatch.setattr(timing, "dispatch_fits", lambda ctx, source: calls.append(1) or (reason if len(calls) >= 3 else None))
@@ -310,7 +315,7 @@ def test_a_serial_campaign_that_leaves_candidates_queued_stops_with_the_reason(t
     assert summary.stop_reason == f"{reason} (and {DEFER_LIMIT - 1} more candidates left queued for want of time)"
     from arbor.search_tree import open_store
 
-    store = open_store(f"sqlite:///{tmp_path / 'd.db'}")
+    store = open_store(f"sqlite:///{tmp_path / 'defer.db'}")
     camp = store.get_campaign("defer")
     deferred = [e.node_id for e in store.events(camp.id, kinds=["deferred"])]
     assert len(deferred) == DEFER_LIMIT == len(set(deferred)) and len(calls) == 2 + DEFER_LIMIT
@@ -319,7 +324,7 @@ def test_a_serial_campaign_that_leaves_candidates_queued_stops_with_the_reason(t
     monkeypatch.setattr(timing, "dispatch_fits", lambda ctx, source: None)
     spec.budget.max_evaluations = 4
     again = run_campaign(spec, lambda kind, data: None)
-    store = open_store(f"sqlite:///{tmp_path / 'd.db'}")
+    store = open_store(f"sqlite:///{tmp_path / 'defer.db'}")
     assert store.measurements(deferred[0]) and again.stop_reason.startswith("budget")
 
 
@@ -328,11 +333,7 @@ def test_one_candidate_too_expensive_for_the_time_left_does_not_end_the_campaign
     leaves it queued and measures cheaper ones until the budget ends the campaign."""
     from arbor.campaign import timing
 
-    landscape = _landscape(tmp_path, s=0.0)
-    spec = parse_spec({"name": "defer1", "target": {"kind": "replay", "landscape": str(landscape), "moves": "any"},
-                       "budget": {"max_evaluations": 5, "max_wall_s": 600},
-                       "critic": {"max_cv": 0.5, "min_speedup": 1.02, "final_measurements": 3},
-                       "store": {"url": f"sqlite:///{tmp_path / 'd1.db'}"}}, "<test>", tmp_path)
+    spec = _replay_spec(tmp_path, "defer1", max_evaluations=5)
     calls = []
     monkeypatch.setattr(timing, "dispatch_fits",
                         lambda ctx, source: calls.append(1) or ("budget: too dear (test)" if len(calls) == 2 else None))
@@ -340,7 +341,7 @@ def test_one_candidate_too_expensive_for_the_time_left_does_not_end_the_campaign
     assert summary.stop_reason.startswith("budget: 5 evaluations"), summary.stop_reason
     from arbor.search_tree import open_store
 
-    store = open_store(f"sqlite:///{tmp_path / 'd1.db'}")
+    store = open_store(f"sqlite:///{tmp_path / 'defer1.db'}")
     camp = store.get_campaign("defer1")
     deferred = [e.node_id for e in store.events(camp.id, kinds=["deferred"])]
     assert len(deferred) == 1 and store.get_node(deferred[0]).state == "queued"
