@@ -31,7 +31,7 @@ from .math import MATH
 from .onepass import first_pass, fold_values, folded
 from .reduce import reduce_pass
 from .names import EXTENSION, FLAGS, KERNEL, LAUNCHER, SOURCE, extension_name
-from .schedule import KNOBS, RUNTIME, header
+from .schedule import KNOBS, MODE_DEFAULTS, RUNTIME, header
 
 __all__ = ["EXTENSION", "FLAGS", "KERNEL", "LAUNCHER", "SOURCE", "extension_name", "kernel_source",
            "launcher_source", "module_source", "split"]
@@ -207,13 +207,16 @@ def kernel_source(m: Match) -> str:
     for name in plan.runtime_args:
         w(f"const float {name} = (float){name}_arg;")
     if m.mode == "column":
-        w(f"constexpr int64_t LANES = {LANES};")
+        w(f"constexpr int64_t LANES = ARBOR_BLOCK > 0 ? ARBOR_BLOCK : {LANES};")
         column(w, m)
     else:
         {"flat": _flat, "row": _row}[m.mode](w, m)
     part, outer = _outlined(w.lines, m)
     body = "\n".join(outer)
-    return (f"{header(knobs(m, part))}{RUNTIME}{MATH}\n{part}\n"
+    read = knobs(m, part)
+    full = m.plan.value(m.plan.output).level == "full"
+    own = {k: v for k, v in MODE_DEFAULTS.get(m.mode if full else f"{m.mode} reduction", {}).items() if k in read}
+    return (f"{header(read, defaults=own)}{RUNTIME}{MATH}\n{part}\n"
             f"void {KERNEL}({', '.join(params)}) {{\n{body}\n}}\n")
 
 
@@ -241,10 +244,13 @@ def _outlined(lines: list[str], m: Match) -> tuple[str, str]:
 
 def knobs(m: Match, body: str = "") -> tuple[str, ...]:
     """The schedule knobs this kernel reads (``schedule.py``): the store loop's only where the
-    output is stored element by element (``_store_loop``), the lanes only in row reductions
+    output is stored element by element (``_store_loop``), or in column mode the lane block and
+    its prefetch always and the streaming store where the output is full (``column.py``), the lanes only in row reductions
     (``reduce.py``), the erf form only where ``body`` calls it, the unroller everywhere."""
-    stored = m.mode in ("flat", "row") and m.plan.value(m.plan.output).level == "full"
-    read = {"unroll": True, "block": stored, "stream": stored, "prefetch": stored,
+    full = m.plan.value(m.plan.output).level == "full"
+    stored, column = m.mode in ("flat", "row") and full, m.mode == "column"
+    read = {"unroll": True, "block": stored or column, "stream": stored or (column and full),
+            "prefetch": stored or column,
             "lanes": m.mode == "row" and bool(m.plan.reductions), "erf": "arbor_erf(" in body,
             "onepass": "#if ARBOR_ONEPASS" in body}
     return tuple(k for k in KNOBS if read[k])
