@@ -94,8 +94,9 @@ def _store_loop(w: _Writer, m: Match, var: str, lo: str, hi: str, offset: str, b
     w(f"const int64_t b1 = std::min<int64_t>({hi}, b0 + ARBOR_BLOCK);")
     if plain:
         w("#if ARBOR_PREFETCH")
-        for o in plain:
-            w(f"arbor_prefetch(p{o.index} + {offset or 0}, b0 + ARBOR_PREFETCH, b1 + ARBOR_PREFETCH, {hi});")
+        for o in plain:  # each at its own index: a row's weight at c, not at the row's offset
+            base = "0" if _per_column(m, o) else (offset or "0")
+            w(f"arbor_prefetch(p{o.index} + {base}, b0 + ARBOR_PREFETCH, b1 + ARBOR_PREFETCH, {hi});")
         w("#endif")
     w("#pragma omp simd")
     w.open(f"for (int64_t {var} = b0; {var} < b1; ++{var})")
@@ -111,6 +112,12 @@ def _store_loop(w: _Writer, m: Match, var: str, lo: str, hi: str, offset: str, b
     w(f"o[flat] = {m.plan.output};")
     w.close()
     w("#endif")
+
+
+def _per_column(m: Match, o) -> bool:  # type: ignore[no-untyped-def]
+    """Whether row mode reads operand ``o`` at the row's position ``c`` (a weight over the
+    reduced dims: ``emit._load``), not at the element's ``flat``."""
+    return m.mode == "row" and o.lo >= m.plan.reduce_lo and o.hi == m.plan.ndim
 
 
 def _row(w: _Writer, m: Match) -> None:
