@@ -89,11 +89,13 @@ def _kernel(source: str) -> str:
 def test_softmax_computes_each_exponential_once():
     kernel = _kernel(SOFTMAX)
     passes = kernel.split("#pragma omp simd")[1:]
-    # max and sum of exponentials (stored), each in split lanes or one accumulator (its schedule's
-    # ``lanes``: reduce.py), then scale: blocked or in place
-    assert len(passes) == 6
-    assert all("arbor_exp" in p and "o[flat] = v" in p for p in passes[2:4])
-    assert all("arbor_exp" not in p and "= o[flat];" in p for p in passes[4:])
+    # max and sum of exponentials (stored), each in split lanes (their lanes then combined
+    # pairwise) or one accumulator (its schedule's ``lanes``: reduce.py), then scale: blocked or
+    # in place
+    assert len(passes) == 8
+    assert all("arbor_exp" in p and "o[flat] = v" in p for p in (passes[3], passes[5]))
+    assert all("arbor_exp" not in p and "[l + half]" in p for p in (passes[1], passes[4]))
+    assert all("arbor_exp" not in p and "= o[flat];" in p for p in passes[6:])
 
 
 def test_a_broadcast_operand_is_indexed_without_a_division_per_element():

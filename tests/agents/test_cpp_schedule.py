@@ -8,6 +8,7 @@ from __future__ import annotations
 import itertools
 import os
 import random
+import re
 import types
 
 import pytest
@@ -16,7 +17,7 @@ import torch
 from arbor.agents.specialists.applicability import cpp_toolchain
 from arbor.agents.transforms import apply_move, to_modelnew
 from arbor.agents.transforms.cpp import generate
-from arbor.agents.transforms.cpp.schedule import DEFAULTS, KNOBS, VALUES, kernel_of, read, validate
+from arbor.agents.transforms.cpp.schedule import DEFAULTS, KNOBS, MODE_DEFAULTS, VALUES, kernel_of, read, validate
 
 needs_cxx = pytest.mark.skipif(not cpp_toolchain(os.environ),
                                reason="no C++ compiler, ninja or Python headers (what load_inline needs)")
@@ -66,7 +67,26 @@ def get_inputs():
 def get_init_inputs():
     return []
 '''
-PROBLEMS = {"flat": RELU, "flat-broadcast": GELU_BIAS, "row-softmax": SOFTMAX, "row-layernorm": LAYERNORM}
+RMS_CHANNELS = _HEAD + '''    def forward(self, x):
+        return x / torch.sqrt(torch.mean(x ** 2, dim=1, keepdim=True) + 1e-5)
+
+def get_inputs():
+    return [torch.randn(3, 13, 21, 29)]  # 609 lanes: the last task's block is partial at any size
+
+def get_init_inputs():
+    return []
+'''
+COLUMN_SUM = _HEAD + '''    def forward(self, x):
+        return torch.sum(x, dim=1)
+
+def get_inputs():
+    return [torch.randn(3, 13, 609)]
+
+def get_init_inputs():
+    return []
+'''
+PROBLEMS = {"flat": RELU, "flat-broadcast": GELU_BIAS, "row-softmax": SOFTMAX, "row-layernorm": LAYERNORM,
+            "column-rmsnorm": RMS_CHANNELS, "column-sum": COLUMN_SUM}
 
 
 def space() -> list[dict]:
@@ -98,11 +118,31 @@ def test_a_point_rewrites_only_the_schedule_lines():
 
 
 def test_bad_points_are_refused_at_load_time():
-    for bad in ({"block": 100}, {"stream": 1}, {"prefetch": 256}, {"tile": 4}):
+    for bad in ({"block": 100}, {"stream": 1, "block": 0}, {"prefetch": 256, "block": 0}, {"tile": 4}):
         with pytest.raises(ValueError):
             validate(bad)
     # unroll x (no block | block x stream x prefetch) x lanes x erf x onepass
-    assert len(space()) == 2 * (1 + 3 * 2 * 4) * 4 * 2 * 2
+    assert len(space()) == 2 * (1 + 5 * 2 * 4) * 4 * 2 * 2
+    # a point that leaves the block unset takes the kernel's: none in a row kernel, so not offered
+    assert apply_move(generate(to_modelnew(SOFTMAX)), "cpp_schedule", {"stream": 1}) is None
+
+
+def test_a_column_normalisation_has_its_own_defaults_and_a_point_starts_from_them():
+    """column.py: a task's lanes are the block, streamed and prefetched a block ahead by default
+    (MODE_DEFAULTS); a column reduction (no full output) keeps the global point."""
+    base = generate(to_modelnew(RMS_CHANNELS))
+    kernel = kernel_of(base)
+    knobs, point = read(kernel)
+    assert knobs == ("unroll", "block", "stream", "prefetch") and point == {**DEFAULTS, **MODE_DEFAULTS["column"]}
+    assert "LANES = ARBOR_BLOCK > 0 ? ARBOR_BLOCK : 1024" in kernel and "arbor_store(o + start + i * INNER" in kernel
+    assert "arbor_prefetch(p0 + here, ARBOR_PREFETCH" in kernel
+    moved = read(kernel_of(apply_move(base, "cpp_schedule", {"block": 1024})))[1]
+    assert moved == {**DEFAULTS, **MODE_DEFAULTS["column"], "block": 1024}  # stream and prefetch kept
+    assert apply_move(base, "cpp_schedule", {"block": 0}) is None  # streams and prefetches: needs a block
+    assert apply_move(base, "cpp_schedule", {"lanes": 16}) is None  # a knob of row reductions only
+    total = kernel_of(generate(to_modelnew(COLUMN_SUM)))
+    assert read(total) == (("unroll", "block", "prefetch"), DEFAULTS) and "ARBOR_DEFAULTS" not in total
+    assert "arbor_prefetch(p0 + here" in total and "arbor_store" not in total.split("namespace {\nvoid arbor_part")[1]
 
 
 def test_a_kernel_without_a_store_loop_offers_only_the_unroller():
@@ -129,6 +169,9 @@ def test_a_division_by_a_row_value_is_a_multiply_by_its_reciprocal():
 
 # --------------------------------------------------------------------------- one build, many points
 
+_MOVE = re.compile(r"^(0\.0f|\w+|\w+\[l\]);$")  # what a fill or a copy assigns
+
+
 def _active_simd_loops(text: str, first_line: int) -> list[range]:
     """The lines (in the built file) of each loop under ``#pragma omp simd`` that the preprocessor
     keeps at the kernel's schedule (the generated ``#if ARBOR_*`` / ``#else`` / ``#endif``): GCC
@@ -146,6 +189,9 @@ def _active_simd_loops(text: str, first_line: int) -> list[range]:
         elif s.startswith("#pragma omp simd") and all(stack):
             indent = len(lines[n + 1]) - len(lines[n + 1].lstrip())
             end = next(k for k in range(n + 2, len(lines)) if lines[k].startswith(" " * indent + "}"))
+            body = [line.strip() for line in lines[n + 2:end]]
+            if all(_MOVE.match(line.rsplit(" = ", 1)[-1]) for line in body):
+                continue  # a zero fill or a copy: GCC calls memset / memcpy (vector code of their own)
             out.append(range(first_line + n + 1, first_line + end + 2))
     return out
 
@@ -157,11 +203,11 @@ def cases() -> list[tuple[str, str]]:
     out = []
     for name, problem in PROBLEMS.items():
         base = generate(to_modelnew(problem))
-        knobs = read(kernel_of(base))[0]
-        pool = [p for p in space() if p != DEFAULTS and (p["stream"] or name != "flat")
-                and all(p[k] == DEFAULTS[k] for k in KNOBS if k not in knobs)]
-        points = [DEFAULTS] + rng.sample(pool, 1)
-        out += [(name, base if p == DEFAULTS else apply_move(base, "cpp_schedule", p)) for p in points]
+        knobs, own = read(kernel_of(base))  # its defaults: a column normalisation has its own
+        pool = [p for p in space() if p != own and (p["stream"] or name != "flat")
+                and all(p[k] == own[k] for k in KNOBS if k not in knobs)]
+        points = [own] + rng.sample(pool, 1)
+        out += [(name, base if p == own else apply_move(base, "cpp_schedule", p)) for p in points]
     return out
 
 

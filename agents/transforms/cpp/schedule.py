@@ -12,7 +12,8 @@ Knobs (``KNOBS``; the kernel lists the ones it reads in its ``ARBOR_KNOBS`` line
 
 - ``unroll``: 1 turns on GCC's unroller with variable expansion (up to 8x, split accumulators for
   the reductions: a sum's add latency no longer serialises the pass); 0 leaves it to ``-O3``.
-- ``block``: elements computed into an L1 buffer before they are stored (0: stored in the loop).
+- ``block``: elements computed into an L1 buffer before they are stored (0: stored in the loop);
+  in column mode, a task's lanes (``column.py``).
   Needed by the two below: a vectorised loop cannot choose its store instruction.
 - ``stream``: the buffer is written with non-temporal stores (the widest the compiler targets:
   AVX-512, AVX or SSE intrinsics, chosen by the preprocessor from ``-march=native``): no
@@ -33,8 +34,9 @@ Knobs (``KNOBS``; the kernel lists the ones it reads in its ``ARBOR_KNOBS`` line
   against 1.08x, benchmarks/results/cpp_schedule_points.json); 0, a pass of its own. Read only by
   kernels with a centred sum of squares.
 
-Knobs not set by a point keep their defaults (``DEFAULTS``: the kernel ``cpp_codegen`` writes),
-so a point is absolute and the same point reached from two parents is one artifact.
+Knobs not set by a point keep their defaults (``DEFAULTS``, with its mode's ``MODE_DEFAULTS``: the
+kernel ``cpp_codegen`` writes), so a point is absolute and the same point reached from two
+parents is one artifact.
 """
 
 from __future__ import annotations
@@ -51,10 +53,18 @@ KNOBS = ("unroll", "block", "stream", "prefetch", "lanes", "erf", "onepass")
 # harness runs it: softmax 1.47x torch at lanes 64 against 1.32x without; GELU 1.58x with the
 # rational erf against 0.85x: benchmarks/results/cpp_schedule_points.json)
 DEFAULTS = {"unroll": 0, "block": 0, "stream": 0, "prefetch": 0, "lanes": 64, "erf": 1, "onepass": 1}
-VALUES = {"unroll": (0, 1), "block": (0, 1024, 4096, 16384), "stream": (0, 1), "prefetch": (0, 256, 1024, 4096),
+# a mode's own point where another measured best, side by side (one thread, load 0.9, inputs
+# rotated through 128 MB): a column normalisation (``column.py``: RMSNorm over 64 channels of
+# 128x128) at 256 lanes, streamed, prefetched one block ahead and unrolled ran 5.3 ms against
+# 9.2 ms at the global defaults (1024 lanes stored in place; eager 14.9 ms, compile 11.0 ms). A
+# column reduction ("column reduction": the sum over dim 1 of 64x256x256) keeps them: 2.4 ms
+# against 3.6 ms at that point.
+MODE_DEFAULTS = {"column": {"unroll": 1, "block": 256, "stream": 1, "prefetch": 256}}
+VALUES = {"unroll": (0, 1), "block": (0, 256, 512, 1024, 4096, 16384), "stream": (0, 1), "prefetch": (0, 256, 1024, 4096),
           "lanes": (0, 16, 32, 64), "erf": (0, 1), "onepass": (0, 1)}
 _LINE = re.compile(r"^#define ARBOR_(UNROLL|BLOCK|STREAM|PREFETCH|LANES|ERF|ONEPASS) (\d+)$", re.M)
 _KNOBS_LINE = re.compile(r"^// ARBOR_KNOBS: ([a-z ]*)$", re.M)
+_DEFAULTS_LINE = re.compile(r"^// ARBOR_DEFAULTS: ([a-z0-9= ]*)$", re.M)
 
 
 def validate(params: dict) -> None:
@@ -64,17 +74,35 @@ def validate(params: dict) -> None:
     for knob, value in params.items():
         if value not in VALUES[knob]:
             raise ValueError(f"{knob} must be one of {VALUES[knob]}, got {value!r}")
-    point = {**DEFAULTS, **params}
-    if (point["stream"] or point["prefetch"]) and not point["block"]:
+    if needs_block(params) and params.get("block", 1) == 0:
         raise ValueError("stream and prefetch need a block (the buffer the stores and prefetches are issued for)")
 
 
-def header(knobs: tuple[str, ...], point: dict | None = None) -> str:
-    """The schedule lines a kernel reads (defaults unless ``point`` says otherwise)."""
-    point = {**DEFAULTS, **(point or {})}
+def needs_block(point: dict) -> bool:
+    """Whether ``point`` streams or prefetches: both are issued for a block. A point that leaves
+    ``block`` unset takes the kernel's (a column kernel's default block is 256), so a point is
+    checked whole against its kernel (``with_point``)."""
+    return bool(point.get("stream") or point.get("prefetch"))
+
+
+def header(knobs: tuple[str, ...], point: dict | None = None, defaults: dict | None = None) -> str:
+    """The schedule lines a kernel reads (its defaults unless ``point`` says otherwise). A kernel
+    whose mode has its own ``defaults`` (``MODE_DEFAULTS``) states them, so a point applied to it
+    later starts from them (``defaults_of``)."""
+    base = {**DEFAULTS, **(defaults or {})}
+    point = {**base, **(point or {})}
     lines = [f"// ARBOR_KNOBS: {' '.join(knobs)}"]
+    if defaults:
+        lines.append(f"// ARBOR_DEFAULTS: {' '.join(f'{k}={int(v)}' for k, v in sorted(defaults.items()))}")
     lines += [f"#define ARBOR_{k.upper()} {int(point[k])}" for k in KNOBS]
     return "\n".join(lines) + "\n"
+
+
+def defaults_of(kernel: str) -> dict:
+    """The point a kernel's ``cpp_codegen`` wrote: ``DEFAULTS`` and its mode's own, if stated."""
+    found = _DEFAULTS_LINE.search(kernel)
+    own = dict(kv.split("=") for kv in found.group(1).split()) if found else {}
+    return {**DEFAULTS, **{k: int(v) for k, v in own.items() if k in DEFAULTS}}
 
 
 def read(kernel: str) -> tuple[tuple[str, ...], dict] | None:
@@ -154,13 +182,15 @@ inline void arbor_prefetch(const float* p, int64_t lo, int64_t hi, int64_t end) 
 
 def with_point(kernel: str, params: dict) -> str | None:
     """``kernel`` at schedule ``params``: None when it has no schedule, does not read a knob the
-    point sets, or is at that point already."""
+    point sets, is at that point already, or the point streams or prefetches without a block."""
     known = read(kernel)
     if known is None:
         return None
     knobs, now = known
-    point = {**DEFAULTS, **params}
-    if any(point[k] != DEFAULTS[k] for k in KNOBS if k not in knobs) or point == now:
+    base = defaults_of(kernel)
+    point = {**base, **params}
+    if any(point[k] != base[k] for k in KNOBS if k not in knobs) or point == now \
+            or (needs_block(point) and not point["block"]):
         return None
     out = kernel
     for k in KNOBS:

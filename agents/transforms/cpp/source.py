@@ -31,7 +31,7 @@ from .math import MATH
 from .onepass import first_pass, fold_values, folded
 from .reduce import reduce_pass
 from .names import EXTENSION, FLAGS, KERNEL, LAUNCHER, SOURCE, extension_name
-from .schedule import KNOBS, RUNTIME, header
+from .schedule import KNOBS, MODE_DEFAULTS, RUNTIME, header
 
 __all__ = ["EXTENSION", "FLAGS", "KERNEL", "LAUNCHER", "SOURCE", "extension_name", "kernel_source",
            "launcher_source", "module_source", "split"]
@@ -94,8 +94,9 @@ def _store_loop(w: _Writer, m: Match, var: str, lo: str, hi: str, offset: str, b
     w(f"const int64_t b1 = std::min<int64_t>({hi}, b0 + ARBOR_BLOCK);")
     if plain:
         w("#if ARBOR_PREFETCH")
-        for o in plain:
-            w(f"arbor_prefetch(p{o.index} + {offset or 0}, b0 + ARBOR_PREFETCH, b1 + ARBOR_PREFETCH, {hi});")
+        for o in plain:  # each at its own index: a row's weight at c, not at the row's offset
+            base = "0" if _per_column(m, o) else (offset or "0")
+            w(f"arbor_prefetch(p{o.index} + {base}, b0 + ARBOR_PREFETCH, b1 + ARBOR_PREFETCH, {hi});")
         w("#endif")
     w("#pragma omp simd")
     w.open(f"for (int64_t {var} = b0; {var} < b1; ++{var})")
@@ -111,6 +112,12 @@ def _store_loop(w: _Writer, m: Match, var: str, lo: str, hi: str, offset: str, b
     w(f"o[flat] = {m.plan.output};")
     w.close()
     w("#endif")
+
+
+def _per_column(m: Match, o) -> bool:  # type: ignore[no-untyped-def]
+    """Whether row mode reads operand ``o`` at the row's position ``c`` (a weight over the
+    reduced dims: ``emit._load``), not at the element's ``flat``."""
+    return m.mode == "row" and o.lo >= m.plan.reduce_lo and o.hi == m.plan.ndim
 
 
 def _row(w: _Writer, m: Match) -> None:
@@ -207,13 +214,16 @@ def kernel_source(m: Match) -> str:
     for name in plan.runtime_args:
         w(f"const float {name} = (float){name}_arg;")
     if m.mode == "column":
-        w(f"constexpr int64_t LANES = {LANES};")
+        w(f"constexpr int64_t LANES = ARBOR_BLOCK > 0 ? ARBOR_BLOCK : {LANES};")
         column(w, m)
     else:
         {"flat": _flat, "row": _row}[m.mode](w, m)
     part, outer = _outlined(w.lines, m)
     body = "\n".join(outer)
-    return (f"{header(knobs(m, part))}{RUNTIME}{MATH}\n{part}\n"
+    read = knobs(m, part)
+    full = m.plan.value(m.plan.output).level == "full"
+    own = {k: v for k, v in MODE_DEFAULTS.get(m.mode if full else f"{m.mode} reduction", {}).items() if k in read}
+    return (f"{header(read, defaults=own)}{RUNTIME}{MATH}\n{part}\n"
             f"void {KERNEL}({', '.join(params)}) {{\n{body}\n}}\n")
 
 
@@ -241,10 +251,13 @@ def _outlined(lines: list[str], m: Match) -> tuple[str, str]:
 
 def knobs(m: Match, body: str = "") -> tuple[str, ...]:
     """The schedule knobs this kernel reads (``schedule.py``): the store loop's only where the
-    output is stored element by element (``_store_loop``), the lanes only in row reductions
+    output is stored element by element (``_store_loop``), or in column mode the lane block and
+    its prefetch always and the streaming store where the output is full (``column.py``), the lanes only in row reductions
     (``reduce.py``), the erf form only where ``body`` calls it, the unroller everywhere."""
-    stored = m.mode in ("flat", "row") and m.plan.value(m.plan.output).level == "full"
-    read = {"unroll": True, "block": stored, "stream": stored, "prefetch": stored,
+    full = m.plan.value(m.plan.output).level == "full"
+    stored, column = m.mode in ("flat", "row") and full, m.mode == "column"
+    read = {"unroll": True, "block": stored or column, "stream": stored or (column and full),
+            "prefetch": stored or column,
             "lanes": m.mode == "row" and bool(m.plan.reductions), "erf": "arbor_erf(" in body,
             "onepass": "#if ARBOR_ONEPASS" in body}
     return tuple(k for k in KNOBS if read[k])

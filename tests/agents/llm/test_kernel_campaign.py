@@ -217,6 +217,7 @@ def test_dead_server_stops_gracefully_and_a_restart_resumes(campaign_dir):
     store = open_store(f"sqlite:///{db}")
     camp = store.list_campaigns()[0]
     before = {n.id: (n.state, len(store.measurements(n.id))) for n in store.nodes(camp.id)}
+    kept = {n.id: [(m.id, m.purpose) for m in store.measurements(n.id)] for n in store.nodes(camp.id)}
     assert all(state in ("accepted", "rejected", "failed") for state, _ in before.values())
     assert len(before) == 2
     store.close()
@@ -229,6 +230,12 @@ def test_dead_server_stops_gracefully_and_a_restart_resumes(campaign_dir):
     assert summary2.stop_reason.startswith("crash storm"), summary2.stop_reason
     store = open_store(f"sqlite:///{db}")
     after = {n.id: (n.state, len(store.measurements(n.id))) for n in store.nodes(camp.id)}
-    assert all(after[i] == before[i] for i in before), (before, after)  # nothing measured twice, nothing lost
+    # nothing lost, no candidate measured again: every node keeps its state and its measurements.
+    # The one thing a resumed run may add to a finished node is a final verification measurement:
+    # on a loaded machine one of its earlier speedups can read as reference drift against the rule
+    # then in force (verify._verify), and the verification measures the best once more
+    again = {n.id: [(m.id, m.purpose) for m in store.measurements(n.id)] for n in store.nodes(camp.id)}
+    assert all(after[i][0] == before[i][0] and again[i][:len(kept[i])] == kept[i]
+               and all(purpose == "final" for _, purpose in again[i][len(kept[i]):]) for i in before), (kept, again)
     assert len(after) == 3 and script.sent == [FAST, variant(SYNTAX, 1)]
     store.close()
