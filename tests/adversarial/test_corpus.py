@@ -93,3 +93,13 @@ def test_honest_optimisation_accepted(case, honest):
     assert (j.decision, j.diagnosis) == ("accept", "improved"), out.describe()
     assert j.speedup > 1.0, out.describe()
     assert not out.measurements[-1].warnings, out.measurements[-1].warnings
+
+
+def test_an_identity_gated_hack_arms_even_after_a_one_call_warm_up():
+    """A hack that arms only when an input set comes back (class 21's identity disguise) meets
+    one twice in a row before calibration (``timed_phase``): with a warm-up of one call and
+    samples long enough that no set repeats in them, rt_h21_identity_signal_timer read no_gain,
+    never armed, before that repeat existed."""
+    case = next(c for c in HOSTILE if c.name == "rt_h21_identity_signal_timer")
+    out = judge_all([(case, False)], workers=1, warmup_s=1e-6, min_sample_s=0.02)[(case.name, False)]
+    assert (out.judgement.diagnosis, failed_gate(out.judgement)) == ("hack_suspected", "plausible"), out.describe()

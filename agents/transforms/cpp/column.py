@@ -69,7 +69,8 @@ def column(w: _Writer, m: Match) -> None:
     w("const int64_t l0 = (task % NBLK) * LANES;")
     w("const int64_t nl = std::min<int64_t>(LANES, INNER - l0);")
     w("const int64_t start = outer * R * INNER + l0;")
-    if plan.value(plan.output).level == "full":  # the streamed stores' buffer
+    full = plan.value(plan.output).level == "full"
+    if full:  # the streamed stores' buffer
         w("#if ARBOR_STREAM")
         w("alignas(64) float arbor_buf[LANES];")
         w("#endif")
@@ -77,7 +78,6 @@ def column(w: _Writer, m: Match) -> None:
     rows: list[str] = []
     _column_outside(w, m, done, rows)
     passes = groups(plan)
-    full = plan.value(plan.output).level == "full"
     for k, group in enumerate(passes):
         for r in group:
             w(f"float acc_{r.name}[LANES];")

@@ -60,7 +60,8 @@ DEFAULTS = {"unroll": 0, "block": 0, "stream": 0, "prefetch": 0, "lanes": 64, "e
 # column reduction ("column reduction": the sum over dim 1 of 64x256x256) keeps them: 2.4 ms
 # against 3.6 ms at that point.
 MODE_DEFAULTS = {"column": {"unroll": 1, "block": 256, "stream": 1, "prefetch": 256}}
-VALUES = {"unroll": (0, 1), "block": (0, 256, 512, 1024, 4096, 16384), "stream": (0, 1), "prefetch": (0, 256, 1024, 4096),
+VALUES = {"unroll": (0, 1), "block": (0, 256, 512, 1024, 4096, 16384), "stream": (0, 1),
+          "prefetch": (0, 256, 1024, 4096),
           "lanes": (0, 16, 32, 64), "erf": (0, 1), "onepass": (0, 1)}
 _LINE = re.compile(r"^#define ARBOR_(UNROLL|BLOCK|STREAM|PREFETCH|LANES|ERF|ONEPASS) (\d+)$", re.M)
 _KNOBS_LINE = re.compile(r"^// ARBOR_KNOBS: ([a-z ]*)$", re.M)

@@ -252,8 +252,9 @@ def _outlined(lines: list[str], m: Match) -> tuple[str, str]:
 def knobs(m: Match, body: str = "") -> tuple[str, ...]:
     """The schedule knobs this kernel reads (``schedule.py``): the store loop's only where the
     output is stored element by element (``_store_loop``), or in column mode the lane block and
-    its prefetch always and the streaming store where the output is full (``column.py``), the lanes only in row reductions
-    (``reduce.py``), the erf form only where ``body`` calls it, the unroller everywhere."""
+    its prefetch always and the streaming store where the output is full (``column.py``), the
+    lanes only in row reductions (``reduce.py``), the erf form only where ``body`` calls it, the
+    unroller everywhere."""
     full = m.plan.value(m.plan.output).level == "full"
     stored, column = m.mode in ("flat", "row") and full, m.mode == "column"
     read = {"unroll": True, "block": stored or column, "stream": stored or (column and full),
