@@ -11,8 +11,9 @@ output is checked against the reference (``rtol = atol = 1e-4``, the campaign's 
     taskset -c 0 python -m benchmarks.points_vs_compile benchmarks/problems/l1_20_layernorm_manual.py
     taskset -c 0 python -m benchmarks.points_vs_compile benchmarks/problems/l1_07_rmsnorm_manual.py \\
         --point 'unroll=1' --point 'block=1024,prefetch=1024'
+    taskset -c 0 python -m benchmarks.points_vs_compile benchmarks/problems/l1_20_layernorm_manual.py --scale 1.1908
 
-Writes ``benchmarks/results/points_vs_compile_<problem>.json`` with the machine and its load.
+Writes ``benchmarks/results/points_vs_compile_<problem>[_s<scale>].json`` with the machine and its load.
 """
 
 from __future__ import annotations
@@ -59,6 +60,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=30)
     ap.add_argument("--pool-mb", type=int, default=128)
     ap.add_argument("--no-compile", action="store_true", help="leave torch.compile out")
+    ap.add_argument("--scale", type=float, default=None,
+                    help="scale the problem's sizes as the suite does (its calibrated size_scale, e.g. 1.19)")
     args = ap.parse_args(argv)
     if not args.problem.is_file():
         print(f"error: no problem file at {args.problem}: pass the path of a KernelBench-style module", file=sys.stderr)
@@ -85,6 +88,10 @@ def main(argv: list[str] | None = None) -> int:
     points = {"default": {}} | {p: parse_point(p) for p in (args.point or [])}
     folder = Path(tempfile.mkdtemp(prefix="arbor_points_"))
     ref = _load("ref_problem", ref_src, folder)
+    if args.scale is not None:  # every module-level int >= 16, as `arbor suite` scales a problem
+        from arbor.sandbox.harness.problem_sizes import apply_sizes
+
+        print(f"sizes at scale {args.scale}: {apply_sizes(ref, {}, args.scale)}")
     torch.manual_seed(0)
     init = ref.get_init_inputs()
     model = ref.Model(*init)
@@ -133,10 +140,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{k:36s} {med * 1e3:8.3f} ms  {eager / med:5.2f}x eager  {best_torch / med:5.2f}x best of eager/compile")
     load1 = os.getloadavg()
     print(f"load average at start {[round(x, 2) for x in load0]}, at end {[round(x, 2) for x in load1]}")
-    out = {"problem": str(args.problem), "rows": rows, "rounds": args.rounds, "pool_mb": args.pool_mb,
+    out = {"problem": str(args.problem), "scale": args.scale, "rows": rows, "rounds": args.rounds, "pool_mb": args.pool_mb,
            "allocator": pinned, "load_avg_start": load0, "load_avg_end": load1,
            "affinity": sorted(os.sched_getaffinity(0))}
-    print(f"written {write_result(f'points_vs_compile_{args.problem.stem}', out, started)}")
+    print(f"written {write_result(f'points_vs_compile_{args.problem.stem}' + (f'_s{args.scale:g}' if args.scale else ''), out, started)}")
     return 0
 
 
