@@ -16,8 +16,7 @@ from __future__ import annotations
 
 from ..triton.region import Match
 from ..triton.source import groups, outside
-from ..triton.source import index_parts
-from .emit import _COMBINE, _NEUTRAL, _emit_chain, _emit_value, _Writer
+from .emit import _COMBINE, _NEUTRAL, _emit_chain, _emit_value, _Writer, plain_operands
 
 # column mode: inner positions one task keeps accumulators for (R x LANES floats stay in L2). At
 # 256 a task read 1 KB of each 2.3 KB row of a (585, 585) slab and the next task came back for the
@@ -129,11 +128,11 @@ def _prefetch(w: _Writer, m: Match) -> None:
     """In the last pass, at reduced index ``i``: each input read along the whole domain, the lanes
     ``ARBOR_PREFETCH`` ahead of this task's (clamped to the tensor; a prefetch never faults, but
     it need not fetch what is not there)."""
-    full = [o for o in m.plan.operands if o.level == "full" and not any(index_parts(m, o))]
-    if not full:
+    plain = plain_operands(m)
+    if not plain:
         return
     w("#if ARBOR_PREFETCH")
     w("const int64_t here = start + i * INNER;")
-    for o in full:
+    for o in plain:
         w(f"arbor_prefetch(p{o.index} + here, ARBOR_PREFETCH, ARBOR_PREFETCH + nl, OUTER * R * INNER - here);")
     w("#endif")

@@ -38,7 +38,7 @@ def _load(m: Match, v: Value) -> str:
     if o.level == "const":
         return f"{ptr}[0]"
     div, span = index_parts(m, o)
-    if m.mode == "row" and o.level == "full" and o.lo >= m.plan.reduce_lo and o.hi == m.plan.ndim:
+    if per_column(m, o):
         return f"{ptr}[c % {span}]" if span else f"{ptr}[c]"
     if m.mode == "flat" and o.level == "full" and (div or span) and split(m) is not None:
         return f"{ptr}[q{o.index}]" if o.hi < m.plan.ndim else f"{ptr}[q{o.index} + j]"
@@ -48,6 +48,18 @@ def _load(m: Match, v: Value) -> str:
     if span:
         idx = f"({idx} % {span})"
     return f"{ptr}[{idx}]"
+
+
+def per_column(m: Match, o) -> bool:  # type: ignore[no-untyped-def]
+    """Whether row mode reads operand ``o`` at the row's position ``c`` (a weight over the
+    reduced dims), not at the element's ``flat``."""
+    return m.mode == "row" and o.level == "full" and o.lo >= m.plan.reduce_lo and o.hi == m.plan.ndim
+
+
+def plain_operands(m: Match) -> list:
+    """The operands read along the whole domain without a division or a modulo in their index:
+    the ones a prefetch can follow."""
+    return [o for o in m.plan.operands if o.level == "full" and not any(index_parts(m, o))]
 
 
 def _emit_value(w: _Writer, m: Match, v: Value) -> None:

@@ -26,7 +26,7 @@ from ..triton.plan import Plan, Unsupported, Value
 from ..triton.region import Match
 from ..triton.source import groups, index_parts, launcher_prologue
 from .column import LANES, column
-from .emit import _emit_chain, _emit_outside, _Writer, split
+from .emit import _emit_chain, _emit_outside, _Writer, per_column, plain_operands, split
 from .math import MATH
 from .onepass import first_pass, fold_values, folded
 from .reduce import reduce_pass
@@ -87,7 +87,7 @@ def _store_loop(w: _Writer, m: Match, var: str, lo: str, hi: str, offset: str, b
     ahead prefetched, and the block stored by ``arbor_store`` (non-temporal with
     ``ARBOR_STREAM``); without, one vectorised loop
     storing in place. ``body`` emits ``flat`` and the output's value."""
-    plain = [o for o in m.plan.operands if o.level == "full" and not any(index_parts(m, o))]
+    plain = plain_operands(m)
     at = f"{offset} + " if offset else ""
     w("#if ARBOR_BLOCK")
     w.open(f"for (int64_t b0 = {lo}; b0 < {hi}; b0 += ARBOR_BLOCK)")
@@ -95,7 +95,7 @@ def _store_loop(w: _Writer, m: Match, var: str, lo: str, hi: str, offset: str, b
     if plain:
         w("#if ARBOR_PREFETCH")
         for o in plain:  # each at its own index: a row's weight at c, not at the row's offset
-            base = "0" if _per_column(m, o) else (offset or "0")
+            base = "0" if per_column(m, o) else (offset or "0")
             w(f"arbor_prefetch(p{o.index} + {base}, b0 + ARBOR_PREFETCH, b1 + ARBOR_PREFETCH, {hi});")
         w("#endif")
     w("#pragma omp simd")
@@ -112,12 +112,6 @@ def _store_loop(w: _Writer, m: Match, var: str, lo: str, hi: str, offset: str, b
     w(f"o[flat] = {m.plan.output};")
     w.close()
     w("#endif")
-
-
-def _per_column(m: Match, o) -> bool:  # type: ignore[no-untyped-def]
-    """Whether row mode reads operand ``o`` at the row's position ``c`` (a weight over the
-    reduced dims: ``emit._load``), not at the element's ``flat``."""
-    return m.mode == "row" and o.lo >= m.plan.reduce_lo and o.hi == m.plan.ndim
 
 
 def _row(w: _Writer, m: Match) -> None:
@@ -222,7 +216,8 @@ def kernel_source(m: Match) -> str:
     body = "\n".join(outer)
     read = knobs(m, part)
     full = m.plan.value(m.plan.output).level == "full"
-    own = {k: v for k, v in MODE_DEFAULTS.get(m.mode if full else f"{m.mode} reduction", {}).items() if k in read}
+    # a mode's own defaults are a normalisation's (a full output); a reduction keeps the global ones
+    own = {k: v for k, v in MODE_DEFAULTS.get(m.mode, {}).items() if k in read} if full else {}
     return (f"{header(read, defaults=own)}{RUNTIME}{MATH}\n{part}\n"
             f"void {KERNEL}({', '.join(params)}) {{\n{body}\n}}\n")
 
